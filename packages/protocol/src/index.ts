@@ -1,0 +1,4 @@
+export * from './admin.ts';
+export * from './common.ts';
+export * from './errors.ts';
+export * from './products.ts';

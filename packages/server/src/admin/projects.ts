@@ -1,0 +1,108 @@
+import type { CreateProjectBody, Product, Project, UpdateProjectBody } from '@svc/protocol';
+import { PRODUCTS } from '@svc/protocol';
+import type { KeyStore } from '../auth/key-store.ts';
+import type { Clock } from '../clock.ts';
+import { ApiError } from '../http/problem.ts';
+import { newId } from '../ids.ts';
+import { json, type Store } from '../storage/db.ts';
+import type { ProjectsTable } from '../storage/schema.ts';
+
+export function toProject(row: ProjectsTable): Project {
+  return {
+    id: row.id,
+    name: row.name,
+    products: json<Product[]>(row.products),
+    webhooksEnabled: row.webhooks_enabled === 1,
+    settings: json<Project['settings']>(row.settings),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+/** A settings validator per product: throws ApiError('invalid_request') for bad settings. */
+export type SettingsValidator = (value: unknown, project: Project) => Record<string, unknown>;
+
+/** Projects: create, read, update (including per-product settings), delete. */
+export class ProjectService {
+  private settingsValidators = new Map<string, SettingsValidator>();
+
+  constructor(
+    private store: Store,
+    private keys: KeyStore,
+    private clock: Clock,
+  ) {}
+
+  /** Lets a product area validate (and normalise) its part of `settings` on PATCH. */
+  registerSettings(product: string, validator: SettingsValidator) {
+    this.settingsValidators.set(product, validator);
+  }
+
+  async create(body: CreateProjectBody): Promise<Project> {
+    const now = new Date(this.clock.now()).toISOString();
+    const row: ProjectsTable = {
+      id: newId('prj', this.clock.now()),
+      name: body.name,
+      products: JSON.stringify(body.products ?? [...PRODUCTS]),
+      webhooks_enabled: body.webhooksEnabled ? 1 : 0,
+      settings: '{}',
+      created_at: now,
+      updated_at: now,
+    };
+    await this.store.db.insertInto('projects').values(row).execute();
+    return toProject(row);
+  }
+
+  async list(): Promise<Project[]> {
+    const rows = await this.store.db
+      .selectFrom('projects')
+      .selectAll()
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+    return rows.map(toProject);
+  }
+
+  async get(id: string): Promise<Project> {
+    const row = await this.store.db
+      .selectFrom('projects')
+      .selectAll()
+      .where('id', '=', id)
+      .executeTakeFirst();
+    if (!row) throw new ApiError('project_not_found');
+    return toProject(row);
+  }
+
+  async update(id: string, body: UpdateProjectBody): Promise<Project> {
+    const current = await this.get(id);
+    const settings: Record<string, unknown> = { ...current.settings };
+    for (const [product, value] of Object.entries(body.settings ?? {})) {
+      const validate = this.settingsValidators.get(product);
+      if (!validate) {
+        throw new ApiError('invalid_request', `settings.${product} is not supported yet.`, {
+          errors: [{ path: `body.settings.${product}`, message: 'is not supported' }],
+        });
+      }
+      settings[product] = validate(value, current);
+    }
+    const patch: Partial<ProjectsTable> = {
+      updated_at: new Date(this.clock.now()).toISOString(),
+      settings: JSON.stringify(settings),
+    };
+    if (body.name !== undefined) patch.name = body.name;
+    if (body.products !== undefined) patch.products = JSON.stringify(body.products);
+    if (body.webhooksEnabled !== undefined) patch.webhooks_enabled = body.webhooksEnabled ? 1 : 0;
+    await this.store.db.updateTable('projects').set(patch).where('id', '=', id).execute();
+    if (body.products !== undefined) await this.keys.invalidateEverywhere();
+    return this.get(id);
+  }
+
+  /** Deletes the project and, by cascade, its keys. */
+  async delete(id: string): Promise<void> {
+    const result = await this.store.db
+      .deleteFrom('projects')
+      .where('id', '=', id)
+      .executeTakeFirst();
+    if (result.numDeletedRows === 0n) throw new ApiError('project_not_found');
+    await this.keys.invalidateEverywhere();
+  }
+}

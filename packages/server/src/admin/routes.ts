@@ -1,0 +1,178 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import {
+  ApiKey,
+  CreatedApiKey,
+  CreateKeyBody,
+  CreateProjectBody,
+  ImportLegacyKeyBody,
+  Project,
+  RotateKeyBody,
+  UpdateKeyBody,
+  UpdateProjectBody,
+} from '@svc/protocol';
+import { sendProblem } from '../http/problem.ts';
+import type { KeyService } from './keys.ts';
+import type { ProjectService } from './projects.ts';
+
+const ProjectParams = Type.Object({
+  projectId: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' }),
+});
+const KeyParams = Type.Object({
+  projectId: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' }),
+  keyId: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' }),
+});
+
+export interface AdminDeps {
+  adminToken: string;
+  projects: ProjectService;
+  keys: KeyService;
+}
+
+function digest(value: string) {
+  return createHash('sha256').update(value).digest();
+}
+
+/**
+ * The operator's admin API under `/admin`, guarded by the admin token. Each product area adds
+ * its own admin routes in its plugin with the same `adminOnly` hook.
+ */
+export const adminRoutes: FastifyPluginAsyncTypebox<AdminDeps> = async (
+  app,
+  { adminToken, projects, keys },
+) => {
+  const expected = digest(adminToken);
+  app.addHook('onRequest', async (request, reply) => {
+    const authorization = request.headers.authorization;
+    if (!authorization) return sendProblem(reply, 'missing_admin_token');
+    const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization);
+    // Compare digests, so the comparison takes the same time whatever was sent.
+    if (!m || !timingSafeEqual(digest(m[1]), expected))
+      return sendProblem(reply, 'invalid_admin_token');
+  });
+
+  const tags = ['admin'];
+  const security = [{ adminToken: [] }];
+
+  app.post(
+    '/projects',
+    { schema: { tags, security, body: CreateProjectBody, response: { 201: Project } } },
+    async (req, reply) => reply.code(201).send(await projects.create(req.body)),
+  );
+  app.get(
+    '/projects',
+    { schema: { tags, security, response: { 200: Type.Object({ items: Type.Array(Project) }) } } },
+    async () => ({
+      items: await projects.list(),
+    }),
+  );
+  app.get(
+    '/projects/:projectId',
+    { schema: { tags, security, params: ProjectParams, response: { 200: Project } } },
+    async (req) => projects.get(req.params.projectId),
+  );
+  app.patch(
+    '/projects/:projectId',
+    {
+      schema: {
+        tags,
+        security,
+        params: ProjectParams,
+        body: UpdateProjectBody,
+        response: { 200: Project },
+      },
+    },
+    async (req) => projects.update(req.params.projectId, req.body),
+  );
+  app.delete(
+    '/projects/:projectId',
+    { schema: { tags, security, params: ProjectParams } },
+    async (req, reply) => {
+      await projects.delete(req.params.projectId);
+      return reply.code(204).send();
+    },
+  );
+
+  app.post(
+    '/projects/:projectId/keys',
+    {
+      schema: {
+        tags,
+        security,
+        params: ProjectParams,
+        body: CreateKeyBody,
+        response: { 201: CreatedApiKey },
+      },
+    },
+    async (req, reply) => reply.code(201).send(await keys.create(req.params.projectId, req.body)),
+  );
+  app.get(
+    '/projects/:projectId/keys',
+    {
+      schema: {
+        tags,
+        security,
+        params: ProjectParams,
+        response: { 200: Type.Object({ items: Type.Array(ApiKey) }) },
+      },
+    },
+    async (req) => ({ items: await keys.list(req.params.projectId) }),
+  );
+  app.get(
+    '/projects/:projectId/keys/:keyId',
+    { schema: { tags, security, params: KeyParams, response: { 200: ApiKey } } },
+    async (req) => keys.get(req.params.projectId, req.params.keyId),
+  );
+  app.patch(
+    '/projects/:projectId/keys/:keyId',
+    {
+      schema: { tags, security, params: KeyParams, body: UpdateKeyBody, response: { 200: ApiKey } },
+    },
+    async (req) => keys.update(req.params.projectId, req.params.keyId, req.body),
+  );
+  app.delete(
+    '/projects/:projectId/keys/:keyId',
+    { schema: { tags, security, params: KeyParams } },
+    async (req, reply) => {
+      await keys.revoke(req.params.projectId, req.params.keyId);
+      return reply.code(204).send();
+    },
+  );
+  app.post(
+    '/projects/:projectId/keys/:keyId/rotate',
+    {
+      schema: {
+        tags,
+        security,
+        params: KeyParams,
+        body: Type.Optional(RotateKeyBody),
+        response: { 201: CreatedApiKey },
+      },
+    },
+    async (req, reply) =>
+      reply
+        .code(201)
+        .send(
+          await keys.rotate(
+            req.params.projectId,
+            req.params.keyId,
+            req.body?.gracePeriodSeconds ?? 0,
+          ),
+        ),
+  );
+  app.post(
+    '/projects/:projectId/keys/import-legacy',
+    {
+      schema: {
+        tags,
+        security,
+        params: ProjectParams,
+        body: ImportLegacyKeyBody,
+        response: { 201: ApiKey },
+      },
+    },
+    async (req, reply) =>
+      reply.code(201).send(await keys.importLegacy(req.params.projectId, req.body)),
+  );
+};

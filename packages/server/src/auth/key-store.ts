@@ -1,0 +1,122 @@
+import type { KeyType, Product } from '@svc/protocol';
+import type { Clock } from '../clock.ts';
+import type { SharedState } from '../state/index.ts';
+import { json, type Store } from '../storage/db.ts';
+import { parseIpRange } from './restrictions.ts';
+
+/** A key as the gate needs it, with its project's enabled products. Cached in process. */
+export interface VerifiedKey {
+  id: string;
+  projectId: string;
+  type: KeyType;
+  scopes: ReadonlySet<string>;
+  allowedOrigins: readonly string[];
+  allowedBundleIds: readonly string[];
+  ipRanges: NonNullable<ReturnType<typeof parseIpRange>>[];
+  rateLimitPerMinute: number | null;
+  expiresAtMs: number | null;
+  /** When the key stops working: now or later (a rotated key's grace period end). */
+  revokedAtMs: number | null;
+  projectProducts: ReadonlySet<Product>;
+}
+
+interface CacheEntry {
+  key: VerifiedKey | null;
+  cachedAtMs: number;
+}
+
+const INVALIDATE_CHANNEL = 'keys.invalidate';
+const MAX_ENTRIES = 50_000;
+
+/**
+ * Looks keys up by hash, caching results (hits and misses) in process. Any admin change to keys
+ * or projects publishes an invalidation on the shared state, which every node applies at once;
+ * the TTL is only a safety net should a message be lost.
+ */
+export class KeyStore {
+  private cache = new Map<string, CacheEntry>();
+  private unsubscribe: (() => Promise<void>) | undefined;
+  private generation = 0;
+
+  constructor(
+    private store: Store,
+    private state: SharedState,
+    private clock: Clock,
+    private ttlMs: number,
+  ) {}
+
+  async start() {
+    this.unsubscribe = await this.state.subscribe(INVALIDATE_CHANNEL, () => this.clear());
+  }
+
+  async stop() {
+    await this.unsubscribe?.();
+  }
+
+  /** Drops every cached key on this node. */
+  clear() {
+    this.generation += 1;
+    this.cache.clear();
+  }
+
+  /** Tells every node (this one included) to drop cached keys. Call after any key or project change. */
+  async invalidateEverywhere() {
+    this.clear();
+    await this.state.publish(INVALIDATE_CHANNEL, String(this.clock.now()));
+  }
+
+  /** The key with this SHA-256 hash, or null when unknown. */
+  async findByHash(hash: string): Promise<VerifiedKey | null> {
+    const now = this.clock.now();
+    const hit = this.cache.get(hash);
+    if (hit && now - hit.cachedAtMs < this.ttlMs) return hit.key;
+    const generation = this.generation;
+    const key = await this.load(hash);
+    // An invalidation that arrived during the query makes this result stale: don't cache it.
+    if (generation === this.generation && this.ttlMs > 0) {
+      if (this.cache.size >= MAX_ENTRIES) {
+        const oldest = this.cache.keys().next().value;
+        if (oldest !== undefined) this.cache.delete(oldest);
+      }
+      this.cache.set(hash, { key, cachedAtMs: now });
+    }
+    return key;
+  }
+
+  private async load(hash: string): Promise<VerifiedKey | null> {
+    const row = await this.store.db
+      .selectFrom('api_keys')
+      .innerJoin('projects', 'projects.id', 'api_keys.project_id')
+      .select([
+        'api_keys.id',
+        'api_keys.project_id',
+        'api_keys.type',
+        'api_keys.scopes',
+        'api_keys.allowed_origins',
+        'api_keys.allowed_bundle_ids',
+        'api_keys.allowed_ips',
+        'api_keys.rate_limit_per_minute',
+        'api_keys.expires_at',
+        'api_keys.revoked_at',
+        'projects.products',
+      ])
+      .where('api_keys.key_hash', '=', hash)
+      .executeTakeFirst();
+    if (!row) return null;
+    return {
+      id: row.id,
+      projectId: row.project_id,
+      type: row.type,
+      scopes: new Set(json<string[]>(row.scopes)),
+      allowedOrigins: json<string[]>(row.allowed_origins),
+      allowedBundleIds: json<string[]>(row.allowed_bundle_ids),
+      ipRanges: json<string[]>(row.allowed_ips)
+        .map(parseIpRange)
+        .filter((r): r is NonNullable<typeof r> => r !== null),
+      rateLimitPerMinute: row.rate_limit_per_minute,
+      expiresAtMs: row.expires_at ? Date.parse(row.expires_at) : null,
+      revokedAtMs: row.revoked_at ? Date.parse(row.revoked_at) : null,
+      projectProducts: new Set(json<Product[]>(row.products)),
+    };
+  }
+}

@@ -1,0 +1,103 @@
+import path from 'node:path';
+
+/** Everything the server reads from its environment. Names are part of the public contract. */
+export interface Config {
+  /** `PORT` (8080). */
+  port: number;
+  /** `HOST` (0.0.0.0). */
+  host: string;
+  /** `DATA_DIR` (./data): the embedded default's SQLite file and admin-token file. */
+  dataDir: string;
+  /** `DATABASE_URL`: `postgres://…` selects PostgreSQL; unset means SQLite in `dataDir`. */
+  databaseUrl: string | undefined;
+  /** `REDIS_URL`: `redis://…` selects Redis shared state; unset means in-process. */
+  redisUrl: string | undefined;
+  /** `SVC_REDIS_PREFIX` (`svc:`): prefix of every Redis key and channel this node uses. */
+  redisPrefix: string;
+  /** `SVC_ADMIN_TOKEN`: the admin API token; generated on first start when unset (embedded default). */
+  adminToken: string | undefined;
+  /** `SVC_PUBLIC_URL` (`http://localhost:PORT`): the externally visible base URL. */
+  publicUrl: string;
+  /** `SVC_TRUST_PROXY`: proxy addresses/CIDRs whose X-Forwarded-For is believed (none). */
+  trustProxy: string[];
+  /** `SVC_WEBHOOK_ALLOW_PRIVATE` (false): let webhook endpoints resolve to private addresses. */
+  webhookAllowPrivate: boolean;
+  /** `SVC_SERVER_KEY_RATE_LIMIT` (6000): requests per minute for a server key without its own limit. */
+  serverKeyRateLimitPerMinute: number;
+  /** `SVC_CLIENT_KEY_RATE_LIMIT` (120): default requests per minute for a client key. */
+  clientKeyRateLimitPerMinute: number;
+  /** `SVC_KEY_CACHE_TTL_MS` (30000): how long a verified key stays cached in process. */
+  keyCacheTtlMs: number;
+  /** `SVC_BODY_LIMIT` (1048576): the largest request body in bytes. */
+  bodyLimitBytes: number;
+  /** `LOG_LEVEL` (info): pino level (`fatal`…`trace`, or `silent`). */
+  logLevel: string;
+  /** `SVC_BOOTSTRAP` (true): create the `default` project and keys on first start with an empty store. */
+  bootstrap: boolean;
+}
+
+export class ConfigError extends Error {}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number) {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
+  }
+  return value;
+}
+
+function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean) {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (/^(true|1|yes)$/i.test(raw)) return true;
+  if (/^(false|0|no)$/i.test(raw)) return false;
+  throw new ConfigError(`${name} must be true or false, got "${raw}"`);
+}
+
+/** Reads and validates the configuration; throws {@link ConfigError} with the variable's name. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const port = int(env, 'PORT', 8080, 0, 65535);
+  const databaseUrl = env.DATABASE_URL || undefined;
+  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    throw new ConfigError('DATABASE_URL must start with postgres:// (unset it to use SQLite)');
+  }
+  const redisUrl = env.REDIS_URL || undefined;
+  if (redisUrl && !/^rediss?:\/\//.test(redisUrl)) {
+    throw new ConfigError('REDIS_URL must start with redis:// or rediss://');
+  }
+  const logLevel = env.LOG_LEVEL || 'info';
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
+  }
+  const publicUrl = (env.SVC_PUBLIC_URL || `http://localhost:${port}`).replace(/\/+$/, '');
+  try {
+    new URL(publicUrl);
+  } catch {
+    throw new ConfigError(`SVC_PUBLIC_URL is not a URL: "${publicUrl}"`);
+  }
+  return {
+    port,
+    host: env.HOST || '0.0.0.0',
+    dataDir: path.resolve(env.DATA_DIR || './data'),
+    databaseUrl,
+    redisUrl,
+    redisPrefix: env.SVC_REDIS_PREFIX || 'svc:',
+    adminToken: env.SVC_ADMIN_TOKEN || undefined,
+    publicUrl,
+    trustProxy: (env.SVC_TRUST_PROXY || '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+    webhookAllowPrivate: bool(env, 'SVC_WEBHOOK_ALLOW_PRIVATE', false),
+    serverKeyRateLimitPerMinute: int(env, 'SVC_SERVER_KEY_RATE_LIMIT', 6000, 1, 10_000_000),
+    clientKeyRateLimitPerMinute: int(env, 'SVC_CLIENT_KEY_RATE_LIMIT', 120, 1, 10_000_000),
+    keyCacheTtlMs: int(env, 'SVC_KEY_CACHE_TTL_MS', 30_000, 0, 3_600_000),
+    bodyLimitBytes: int(env, 'SVC_BODY_LIMIT', 1_048_576, 1024, 100 * 1_048_576),
+    logLevel,
+    bootstrap: bool(env, 'SVC_BOOTSTRAP', true),
+  };
+}

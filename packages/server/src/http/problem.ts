@@ -1,0 +1,131 @@
+import { ERROR_CODES, type ErrorCode, type Problem, type ProblemFieldError } from '@svc/protocol';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+
+/**
+ * A refusal with a registry code. Throw it from a handler or hook; the error handler turns it
+ * into problem+json with the code's status.
+ */
+export class ApiError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    detail?: string,
+    /** Extra members for the problem body (e.g. `attemptsRemaining`). */
+    readonly extra: Record<string, unknown> = {},
+    /** Extra response headers (e.g. `Retry-After`). */
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(detail ?? ERROR_CODES[code].title);
+    this.status = ERROR_CODES[code].status;
+  }
+}
+
+export const PROBLEM_TYPE_BASE = 'https://svc.dev/problems/';
+
+/** Builds the problem+json body for `code`. */
+export function problemBody(
+  code: ErrorCode,
+  requestId: string,
+  detail?: string,
+  extra: Record<string, unknown> = {},
+): Problem {
+  const { status, title } = ERROR_CODES[code];
+  return {
+    ...extra,
+    type: PROBLEM_TYPE_BASE + code,
+    title,
+    status,
+    ...(detail && detail !== title ? { detail } : {}),
+    code,
+    requestId,
+  };
+}
+
+/** Sends a problem+json reply. */
+export function sendProblem(
+  reply: FastifyReply,
+  code: ErrorCode,
+  detail?: string,
+  extra: Record<string, unknown> = {},
+  headers: Record<string, string> = {},
+) {
+  const body = problemBody(code, String(reply.request.id), detail, extra);
+  reply.headers(headers);
+  // Serialised here, so no route's response schema can strip the problem's members.
+  return reply
+    .code(body.status)
+    .type('application/problem+json; charset=utf-8')
+    .serializer(JSON.stringify)
+    .send(body);
+}
+
+function validationErrors(error: FastifyError): ProblemFieldError[] {
+  const context = error.validationContext ?? 'body';
+  return (error.validation ?? []).map((v) => {
+    const params = v.params as Record<string, unknown>;
+    let path = `${context}${v.instancePath.replaceAll('/', '.')}`;
+    let message = v.message ?? 'is invalid';
+    if (v.keyword === 'additionalProperties' && params.additionalProperty) {
+      path += `.${String(params.additionalProperty)}`;
+      message = 'is not a known field';
+    } else if (v.keyword === 'required' && params.missingProperty) {
+      path += `.${String(params.missingProperty)}`;
+      message = 'is required';
+    }
+    return { path, message };
+  });
+}
+
+/** Maps every error Fastify or a handler raises to problem+json; internals never leak. */
+export function installErrorHandling(app: FastifyInstance) {
+  app.setErrorHandler(
+    (error: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply) => {
+      if (error instanceof ApiError) {
+        return sendProblem(reply, error.code, error.message, error.extra, error.headers);
+      }
+      if (error.validation) {
+        const errors = validationErrors(error);
+        const detail = errors.map((e) => `${e.path} ${e.message}`).join('; ');
+        return sendProblem(reply, 'invalid_request', detail, { errors });
+      }
+      switch (error.code) {
+        case 'FST_ERR_CTP_INVALID_JSON_BODY':
+        case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+          return sendProblem(reply, 'malformed_json', 'The request body is not valid JSON.');
+        case 'FST_ERR_CTP_BODY_TOO_LARGE':
+          return sendProblem(reply, 'payload_too_large');
+        case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+        case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+          return sendProblem(
+            reply,
+            error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
+              ? 'unsupported_media_type'
+              : 'invalid_header',
+            error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
+              ? 'The request body must be sent as application/json.'
+              : 'Content-Length does not match the body.',
+          );
+      }
+      if (
+        typeof error.statusCode === 'number' &&
+        error.statusCode >= 400 &&
+        error.statusCode < 500
+      ) {
+        // A client error raised by Fastify or a plugin: keep its status, map to a registry code.
+        const code: ErrorCode =
+          error.statusCode === 413
+            ? 'payload_too_large'
+            : error.statusCode === 415
+              ? 'unsupported_media_type'
+              : 'invalid_request';
+        return sendProblem(reply, code, error.message);
+      }
+      request.log.error({ err: error }, 'unhandled error');
+      return sendProblem(reply, 'internal_error');
+    },
+  );
+
+  app.setNotFoundHandler((request, reply) =>
+    sendProblem(reply, 'not_found', `No route for ${request.method} ${request.url.split('?')[0]}.`),
+  );
+}

@@ -1,0 +1,29 @@
+import { randomBytes } from 'node:crypto';
+
+const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+
+/**
+ * A time-sortable id with a type prefix (`prj_…`, `key_…`): a ULID (48-bit millisecond time +
+ * 80 random bits, Crockford base32) after the prefix.
+ */
+export function newId(prefix: string, nowMs = Date.now()): string {
+  let time = '';
+  let t = nowMs;
+  for (let i = 0; i < 10; i++) {
+    time = CROCKFORD[t % 32] + time;
+    t = Math.floor(t / 32);
+  }
+  const bytes = randomBytes(10);
+  let rand = '';
+  let acc = 0;
+  let bits = 0;
+  for (const b of bytes) {
+    acc = (acc << 8) | b;
+    bits += 8;
+    while (bits >= 5) {
+      bits -= 5;
+      rand += CROCKFORD[(acc >> bits) & 31];
+    }
+  }
+  return `${prefix}_${time}${rand}`;
+}

@@ -1,0 +1,76 @@
+/** The outcome of one rate-limit check. */
+export interface RateLimitResult {
+  allowed: boolean;
+  /** The limit in force. */
+  limit: number;
+  /** Requests still available now (after this one, when allowed). */
+  remaining: number;
+  /** Seconds until the quota is fully available again (for the `RateLimit` header's `t`). */
+  resetSeconds: number;
+  /** Seconds until one more request would be allowed; 0 when allowed. */
+  retryAfterSeconds: number;
+}
+
+/**
+ * State shared by every node of a fleet: rate-limit counters, pub/sub fan-out. One
+ * implementation keeps it in process (the embedded default), the other in Redis. Both behave
+ * the same; the test suite runs on both.
+ */
+export interface SharedState {
+  readonly kind: 'memory' | 'redis';
+  /**
+   * Counts one request against `bucket` under a sliding-window counter (the weighted sum of the
+   * previous and current fixed windows, as Cloudflare and Upstash do), atomically across nodes.
+   * A refused request is not counted.
+   */
+  rateLimit(
+    bucket: string,
+    limit: number,
+    windowMs: number,
+    nowMs: number,
+  ): Promise<RateLimitResult>;
+  /** Sends `message` to every subscriber of `channel` on every node, this one included. */
+  publish(channel: string, message: string): Promise<void>;
+  /** Calls `handler` for each message on `channel`; resolves once the subscription is live. */
+  subscribe(channel: string, handler: (message: string) => void): Promise<() => Promise<void>>;
+  /** True when the store answers. */
+  ping(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+/** Sliding-window arithmetic shared by both implementations. */
+export function slidingWindowResult(
+  allowed: boolean,
+  prev: number,
+  curr: number,
+  limit: number,
+  windowMs: number,
+  nowMs: number,
+): RateLimitResult {
+  const intoWindow = nowMs % windowMs;
+  const weight = 1 - intoWindow / windowMs;
+  const estimate = prev * weight + curr;
+  const remaining = Math.max(0, Math.floor(limit - estimate));
+  const untilNextWindowMs = windowMs - intoWindow;
+  // Everything counted now has left the sliding window one full window after this one ends.
+  const resetSeconds = Math.ceil((untilNextWindowMs + (curr > 0 ? windowMs : 0)) / 1000);
+  let retryAfterMs = 0;
+  if (!allowed) {
+    if (curr + 1 <= limit && prev > 0) {
+      // Wait in this window until the previous window's weight has decayed enough.
+      const neededWeight = (limit - 1 - curr) / prev;
+      retryAfterMs = Math.max(0, (1 - neededWeight) * windowMs - intoWindow);
+    } else {
+      // Wait for the next window, then for this window's count to decay below the limit.
+      const neededWeight = curr > 0 ? (limit - 1) / curr : 1;
+      retryAfterMs = untilNextWindowMs + Math.max(0, (1 - neededWeight) * windowMs);
+    }
+  }
+  return {
+    allowed,
+    limit,
+    remaining,
+    resetSeconds: Math.max(1, resetSeconds),
+    retryAfterSeconds: allowed ? 0 : Math.max(1, Math.ceil(retryAfterMs / 1000)),
+  };
+}

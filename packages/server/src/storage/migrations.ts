@@ -1,0 +1,67 @@
+import { type Kysely, type Migration, type MigrationProvider, sql } from 'kysely';
+import { linksMigrations } from '../links/migrations.ts';
+import { realtimeMigrations } from '../realtime/migrations.ts';
+import { verifyMigrations } from '../verify/migrations.ts';
+import { webhooksMigrations } from '../webhooks/migrations.ts';
+
+/**
+ * Core migrations. Append only: a released migration never changes. Each product area keeps
+ * its own in its folder's migrations.ts, numbered in its own range.
+ */
+const coreMigrations: Record<string, Migration> = {
+  '0001_projects_and_keys': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('projects')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('products', 'text', (c) => c.notNull())
+        .addColumn('webhooks_enabled', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('settings', 'text', (c) => c.notNull().defaultTo('{}'))
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createTable('api_keys')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('project_id', 'text', (c) =>
+          c.notNull().references('projects.id').onDelete('cascade'),
+        )
+        .addColumn('type', 'text', (c) => c.notNull())
+        .addColumn('name', 'text')
+        .addColumn('key_hash', 'text', (c) => c.notNull().unique())
+        .addColumn('prefix', 'text', (c) => c.notNull())
+        .addColumn('last4', 'text', (c) => c.notNull())
+        .addColumn('scopes', 'text', (c) => c.notNull())
+        .addColumn('allowed_origins', 'text', (c) => c.notNull())
+        .addColumn('allowed_bundle_ids', 'text', (c) => c.notNull())
+        .addColumn('allowed_ips', 'text', (c) => c.notNull())
+        .addColumn('rate_limit_per_minute', 'integer')
+        .addColumn('expires_at', 'text')
+        .addColumn('revoked_at', 'text')
+        .addColumn('replaced_by', 'text')
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createIndex('api_keys_project_idx')
+        .on('api_keys')
+        .columns(['project_id', 'created_at'])
+        .execute();
+    },
+  },
+};
+
+/** Every migration: core first, then each area's (their names keep them in order). */
+export const MIGRATIONS: Record<string, Migration> = {
+  ...coreMigrations,
+  ...linksMigrations,
+  ...verifyMigrations,
+  ...webhooksMigrations,
+  ...realtimeMigrations,
+};
+
+export const migrationProvider: MigrationProvider = {
+  getMigrations: async () => MIGRATIONS,
+};
+
+export { sql };

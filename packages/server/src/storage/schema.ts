@@ -1,0 +1,50 @@
+import type { LinksTables } from '../links/tables.ts';
+import type { RealtimeTables } from '../realtime/tables.ts';
+import type { VerifyTables } from '../verify/tables.ts';
+import type { WebhooksTables } from '../webhooks/tables.ts';
+
+/**
+ * Table types for Kysely. Declared differences between SQLite and PostgreSQL are avoided by
+ * construction: times are ISO 8601 UTC strings (`toISOString()`, so they sort as text),
+ * booleans are integers 0/1, and JSON is text. Each area adds its tables here.
+ */
+export interface ProjectsTable {
+  id: string;
+  name: string;
+  /** JSON array of product names. */
+  products: string;
+  webhooks_enabled: number;
+  /** JSON object: per-product settings. */
+  settings: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface ApiKeysTable {
+  id: string;
+  project_id: string;
+  type: 'client' | 'server' | 'legacy';
+  name: string | null;
+  /** SHA-256 of the whole key, hex. The plaintext is never stored. */
+  key_hash: string;
+  prefix: string;
+  last4: string;
+  /** JSON arrays. */
+  scopes: string;
+  allowed_origins: string;
+  allowed_bundle_ids: string;
+  allowed_ips: string;
+  rate_limit_per_minute: number | null;
+  expires_at: string | null;
+  revoked_at: string | null;
+  replaced_by: string | null;
+  created_at: string;
+}
+
+export interface CoreTables {
+  projects: ProjectsTable;
+  api_keys: ApiKeysTable;
+}
+
+/** Every table: the core ones plus each area's own (declared in its folder's tables.ts). */
+export type Database = CoreTables & LinksTables & VerifyTables & WebhooksTables & RealtimeTables;

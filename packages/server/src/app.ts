@@ -18,6 +18,7 @@ import { linksPlugin } from './links/plugin.ts';
 import { realtimePlugin } from './realtime/plugin.ts';
 import { openSharedState, type SharedState } from './state/index.ts';
 import { openStore, type Store } from './storage/db.ts';
+import { SigningKeys } from './tokens/signing-keys.ts';
 import { verifyPlugin } from './verify/plugin.ts';
 import { webhooksPlugin } from './webhooks/plugin.ts';
 
@@ -31,6 +32,8 @@ export interface Services {
   keyStore: KeyStore;
   projects: ProjectService;
   keys: KeyService;
+  /** The token-signing key set (realtime access tokens, verification tokens). */
+  signingKeys: SigningKeys;
 }
 
 declare module 'fastify' {
@@ -80,7 +83,19 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   await keyStore.start();
   const projects = new ProjectService(store, keyStore, clock);
   const keys = new KeyService(store, projects, keyStore, clock);
-  const services: Services = { config, store, state, clock, metrics, keyStore, projects, keys };
+  const signingKeys = new SigningKeys(store, clock, config.publicUrl);
+  await signingKeys.init();
+  const services: Services = {
+    config,
+    store,
+    state,
+    clock,
+    metrics,
+    keyStore,
+    projects,
+    keys,
+    signingKeys,
+  };
 
   const logger = loggerOptions(config.logLevel);
   const app = Fastify({
@@ -153,6 +168,14 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
+  app.get(
+    '/.well-known/jwks.json',
+    {
+      schema: { tags: ['tokens'], summary: 'The public keys that verify Svc-issued tokens (JWKS)' },
+    },
+    async (_request, reply) =>
+      reply.header('Cache-Control', 'public, max-age=300').send(signingKeys.jwks()),
+  );
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
     const [storeOk, stateOk] = await Promise.all([

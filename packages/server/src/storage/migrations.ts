@@ -49,6 +49,19 @@ const coreMigrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0002_signing_keys': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('signing_keys')
+        .addColumn('kid', 'text', (c) => c.primaryKey())
+        .addColumn('alg', 'text', (c) => c.notNull())
+        .addColumn('public_jwk', 'text', (c) => c.notNull())
+        .addColumn('private_jwk', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('retired_at', 'text')
+        .execute();
+    },
+  },
 };
 
 /** Every migration: core first, then each area's (their names keep them in order). */

@@ -41,7 +41,19 @@ export interface ApiKeysTable {
   created_at: string;
 }
 
+/** The token-signing key set (see tokens/signing-keys.ts). */
+export interface SigningKeysTable {
+  kid: string;
+  alg: string;
+  public_jwk: string;
+  /** The private JWK: needed to sign, so stored as is; protect the database accordingly. */
+  private_jwk: string;
+  created_at: string;
+  retired_at: string | null;
+}
+
 export interface CoreTables {
+  signing_keys: SigningKeysTable;
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
 }

@@ -1,0 +1,168 @@
+import { randomUUID } from 'node:crypto';
+import {
+  exportJWK,
+  generateKeyPair,
+  importJWK,
+  type JWK,
+  type JWTPayload,
+  jwtVerify,
+  SignJWT,
+} from 'jose';
+import type { Clock } from '../clock.ts';
+import { newId } from '../ids.ts';
+import type { Store } from '../storage/db.ts';
+
+const ALG = 'ES256';
+
+interface LoadedKey {
+  kid: string;
+  privateKey: CryptoKey;
+  publicKey: CryptoKey;
+  publicJwk: JWK;
+  createdAtMs: number;
+}
+
+export interface SignOptions {
+  /** Who the token is for, e.g. `svc:realtime` or `svc:verify`; checked on verification. */
+  audience: string;
+  subject: string;
+  expiresInSeconds: number;
+}
+
+export type VerifyResult =
+  | { ok: true; payload: JWTPayload }
+  | { ok: false; reason: 'expired' | 'invalid' };
+
+/**
+ * The server's token-signing key set (ES256), shared by every node through the SQL store and
+ * published at `/.well-known/jwks.json`. Tokens carry the signing key's `kid`, a unique `jti`,
+ * `iss` (the public URL) and `aud`. Rotation adds a new active key; older keys keep verifying
+ * until retired, so tokens already issued stay valid.
+ */
+export class SigningKeys {
+  private keys: LoadedKey[] = [];
+  private lastReloadMs = 0;
+
+  constructor(
+    private store: Store,
+    private clock: Clock,
+    private issuer: string,
+  ) {}
+
+  /** Loads the key set, creating the first key when there is none. */
+  async init() {
+    await this.reload();
+    if (this.keys.length === 0) await this.rotate();
+  }
+
+  /** Re-reads the key set from the store (after another node rotated). */
+  async reload() {
+    const rows = await this.store.db
+      .selectFrom('signing_keys')
+      .selectAll()
+      .where('retired_at', 'is', null)
+      .orderBy('created_at', 'desc')
+      .orderBy('kid', 'desc')
+      .execute();
+    this.keys = await Promise.all(
+      rows.map(async (row) => ({
+        kid: row.kid,
+        privateKey: (await importJWK(JSON.parse(row.private_jwk), ALG)) as CryptoKey,
+        publicKey: (await importJWK(JSON.parse(row.public_jwk), ALG)) as CryptoKey,
+        publicJwk: JSON.parse(row.public_jwk) as JWK,
+        createdAtMs: Date.parse(row.created_at),
+      })),
+    );
+  }
+
+  /** Makes a new active signing key; earlier keys keep verifying until retired. */
+  async rotate(): Promise<string> {
+    const { privateKey, publicKey } = await generateKeyPair(ALG, { extractable: true });
+    const kid = newId('sig', this.clock.now());
+    const publicJwk = { ...(await exportJWK(publicKey)), kid, alg: ALG, use: 'sig' };
+    const privateJwk = { ...(await exportJWK(privateKey)), kid, alg: ALG };
+    await this.store.db
+      .insertInto('signing_keys')
+      .values({
+        kid,
+        alg: ALG,
+        public_jwk: JSON.stringify(publicJwk),
+        private_jwk: JSON.stringify(privateJwk),
+        created_at: new Date(this.clock.now()).toISOString(),
+        retired_at: null,
+      })
+      .execute();
+    await this.reload();
+    return kid;
+  }
+
+  /** Stops verifying tokens signed by `kid`. The active key cannot be retired. */
+  async retire(kid: string) {
+    if (this.keys[0]?.kid === kid) throw new Error('cannot retire the active signing key');
+    await this.store.db
+      .updateTable('signing_keys')
+      .set({ retired_at: new Date(this.clock.now()).toISOString() })
+      .where('kid', '=', kid)
+      .execute();
+    await this.reload();
+  }
+
+  /** The public JWK Set. */
+  jwks(): { keys: JWK[] } {
+    return { keys: this.keys.map((k) => k.publicJwk) };
+  }
+
+  /** Signs `claims` with the active key. Returns the JWT, its `jti` and expiry (ms). */
+  async sign(
+    claims: JWTPayload,
+    options: SignOptions,
+  ): Promise<{ token: string; jti: string; expiresAtMs: number }> {
+    const active = this.keys[0];
+    if (!active) throw new Error('signing keys not initialised');
+    const nowSeconds = Math.floor(this.clock.now() / 1000);
+    const jti = randomUUID();
+    const expiresAt = nowSeconds + options.expiresInSeconds;
+    const token = await new SignJWT(claims)
+      .setProtectedHeader({ alg: ALG, kid: active.kid, typ: 'JWT' })
+      .setIssuer(this.issuer)
+      .setAudience(options.audience)
+      .setSubject(options.subject)
+      .setIssuedAt(nowSeconds)
+      .setExpirationTime(expiresAt)
+      .setJti(jti)
+      .sign(active.privateKey);
+    return { token, jti, expiresAtMs: expiresAt * 1000 };
+  }
+
+  /** Verifies signature, issuer, audience and expiry against the injected clock. */
+  async verify(token: string, audience: string): Promise<VerifyResult> {
+    if (typeof token !== 'string' || token.length > 8192) return { ok: false, reason: 'invalid' };
+    try {
+      const { payload } = await jwtVerify(
+        token,
+        async (header) => {
+          let key = this.keys.find((k) => k.kid === header.kid);
+          // Another node may have rotated since we loaded: look again, at most once a second.
+          if (!key && this.clock.now() - this.lastReloadMs > 1000) {
+            this.lastReloadMs = this.clock.now();
+            await this.reload();
+            key = this.keys.find((k) => k.kid === header.kid);
+          }
+          if (!key) throw new Error('unknown kid');
+          return key.publicKey;
+        },
+        {
+          algorithms: [ALG],
+          issuer: this.issuer,
+          audience,
+          currentDate: new Date(this.clock.now()),
+          clockTolerance: 0,
+        },
+      );
+      return { ok: true, payload };
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      return { ok: false, reason: code === 'ERR_JWT_EXPIRED' ? 'expired' : 'invalid' };
+    }
+  }
+}

@@ -11,6 +11,7 @@ import { installGate } from './auth/gate.ts';
 import { KeyStore } from './auth/key-store.ts';
 import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
+import type { DomainEvents } from './events.ts';
 import { loggerOptions } from './http/logging.ts';
 import { Metrics } from './http/metrics.ts';
 import { installErrorHandling, sendProblem } from './http/problem.ts';
@@ -34,6 +35,8 @@ export interface Services {
   keys: KeyService;
   /** The token-signing key set (realtime access tokens, verification tokens). */
   signingKeys: SigningKeys;
+  /** Domain events (room.started, participant.joined…); the webhooks area subscribes. */
+  events: DomainEvents;
 }
 
 declare module 'fastify' {
@@ -95,6 +98,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     projects,
     keys,
     signingKeys,
+    events: new DomainEvents(),
   };
 
   const logger = loggerOptions(config.logLevel);

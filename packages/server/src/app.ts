@@ -11,7 +11,7 @@ import { installGate } from './auth/gate.ts';
 import { KeyStore } from './auth/key-store.ts';
 import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
-import type { DomainEvents } from './events.ts';
+import { DomainEvents } from './events.ts';
 import { loggerOptions } from './http/logging.ts';
 import { Metrics } from './http/metrics.ts';
 import { installErrorHandling, sendProblem } from './http/problem.ts';

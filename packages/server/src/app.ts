@@ -17,6 +17,7 @@ import { Metrics } from './http/metrics.ts';
 import { installErrorHandling, sendProblem } from './http/problem.ts';
 import { linksPlugin } from './links/plugin.ts';
 import { realtimePlugin } from './realtime/plugin.ts';
+import { resolveServerSecret } from './secret.ts';
 import { openSharedState, type SharedState } from './state/index.ts';
 import { openStore, type Store } from './storage/db.ts';
 import { SigningKeys } from './tokens/signing-keys.ts';
@@ -35,6 +36,8 @@ export interface Services {
   keys: KeyService;
   /** The token-signing key set (realtime access tokens, verification tokens). */
   signingKeys: SigningKeys;
+  /** The server secret (HMAC key material): SVC_SECRET or the embedded default's generated one. */
+  secret: string;
   /** Domain events (room.started, participant.joined…); the webhooks area subscribes. */
   events: DomainEvents;
 }
@@ -50,6 +53,8 @@ export interface BuildOptions {
   /** The admin API token (required; main.ts generates one for the embedded default). */
   adminToken: string;
   clock?: Clock;
+  /** The server secret; resolved from the config (SVC_SECRET or DATA_DIR) when absent. */
+  secret?: string;
   /** Where logs go (tests capture them); stdout by default. */
   logStream?: DestinationStream;
   /** Use these instead of opening stores from the config (tests share them). */
@@ -99,6 +104,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     keys,
     signingKeys,
     events: new DomainEvents(),
+    secret: options.secret ?? resolveServerSecret(config),
   };
 
   const logger = loggerOptions(config.logLevel);

@@ -16,6 +16,8 @@ export interface Config {
   redisPrefix: string;
   /** `SVC_ADMIN_TOKEN`: the admin API token; generated on first start when unset (embedded default). */
   adminToken: string | undefined;
+  /** `SVC_SECRET`: keys server-side HMACs; generated into DATA_DIR when unset (embedded default only). */
+  secret: string | undefined;
   /** `SVC_PUBLIC_URL` (`http://localhost:PORT`): the externally visible base URL. */
   publicUrl: string;
   /** `SVC_TRUST_PROXY`: proxy addresses/CIDRs whose X-Forwarded-For is believed (none). */
@@ -87,6 +89,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisUrl,
     redisPrefix: env.SVC_REDIS_PREFIX || 'svc:',
     adminToken: env.SVC_ADMIN_TOKEN || undefined,
+    secret: env.SVC_SECRET || undefined,
     publicUrl,
     trustProxy: (env.SVC_TRUST_PROXY || '')
       .split(',')

@@ -141,6 +141,7 @@ export async function startTestServer(
     config,
     adminToken,
     clock: options.clock ?? systemClock,
+    secret: `secret_${randomBytes(16).toString('hex')}`,
     store: fresh.store,
     state: shared.state,
     logStream: logs,

@@ -19,9 +19,14 @@ app.get('/bench/bare', handler);
 app.get('/v1/bench/auth', { config: { auth: { product: 'realtime', clientKeys: true } } }, handler);
 await app.listen({ port: 0, host: '127.0.0.1' });
 const project = await app.svc.projects.create({ name: 'bench' });
-const key = await app.svc.keys.create(project.id, { type: 'client', rateLimitPerMinute: 1_000_000 });
+const key = await app.svc.keys.create(project.id, {
+  type: 'client',
+  rateLimitPerMinute: 1_000_000,
+});
 const address = app.server.address() as { port: number };
-process.stdout.write(`${JSON.stringify({ port: address.port, projectId: project.id, clientKey: key.key })}\n`);
+process.stdout.write(
+  `${JSON.stringify({ port: address.port, projectId: project.id, clientKey: key.key })}\n`,
+);
 process.on('SIGTERM', async () => {
   await app.close();
   process.exit(0);

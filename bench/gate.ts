@@ -27,7 +27,8 @@ export async function run(): Promise<string> {
         authorization: `Bearer ${server.info.clientKey}`,
         'x-project-id': server.info.projectId,
       });
-      if (authed.non2xx > 0) throw new Error(`${authed.non2xx} non-2xx answers on the authenticated route`);
+      if (authed.non2xx > 0)
+        throw new Error(`${authed.non2xx} non-2xx answers on the authenticated route`);
       const ratio = authed.requestsPerSecond / bare.requestsPerSecond;
       rows.push(
         `| ${name} | ${fmt(bare.requestsPerSecond)} | ${fmt(bare.p99Ms)} | ${fmt(authed.requestsPerSecond)} | ${fmt(authed.p99Ms)} | **${fmt(ratio, 2)}** | ≥ ${target} ${ratio >= target ? '✅' : '❌'} |`,

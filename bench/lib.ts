@@ -33,12 +33,25 @@ export interface LoadResult {
 }
 
 /** Runs autocannon against `url` for `seconds` after a short warm-up. */
-export async function load(url: string, headers: Record<string, string> = {}, seconds = 8, connections = 50): Promise<LoadResult> {
+export async function load(
+  url: string,
+  headers: Record<string, string> = {},
+  seconds = 8,
+  connections = 50,
+): Promise<LoadResult> {
   await autocannon({ url, headers, connections, duration: 2 });
   const r = await autocannon({ url, headers, connections, duration: seconds });
-  return { requestsPerSecond: r.requests.average, p50Ms: r.latency.p50, p99Ms: r.latency.p99, non2xx: r.non2xx };
+  return {
+    requestsPerSecond: r.requests.average,
+    p50Ms: r.latency.p50,
+    p99Ms: r.latency.p99,
+    non2xx: r.non2xx,
+  };
 }
 
 export function fmt(n: number, digits = 0) {
-  return n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+  return n.toLocaleString('en-US', {
+    maximumFractionDigits: digits,
+    minimumFractionDigits: digits,
+  });
 }

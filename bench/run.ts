@@ -21,6 +21,12 @@ for (const area of only.length ? only : AREAS) {
   sections.push(await mod.run());
 }
 const machine = `${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${os.platform()} ${os.release()}`;
-const report = [`# Benchmark results`, '', `Measured ${new Date().toISOString().slice(0, 10)} on ${machine}.`, '', ...sections.flatMap((s) => [s, ''])].join('\n');
+const report = [
+  `# Benchmark results`,
+  '',
+  `Measured ${new Date().toISOString().slice(0, 10)} on ${machine}.`,
+  '',
+  ...sections.flatMap((s) => [s, '']),
+].join('\n');
 process.stdout.write(`${report}\n`);
 if (write) fs.writeFileSync(path.join(import.meta.dirname, 'RESULTS.md'), report);

@@ -187,3 +187,26 @@ for (const backend of BACKENDS) {
     });
   });
 }
+
+test('the error registry, the OpenAPI Problem schema and the codes in use agree', async () => {
+  const { ERROR_CODES } = await import('@svc/protocol');
+  const s = await startTestServer(BACKENDS[0]);
+  try {
+    const doc = (await s.app.inject({ method: 'GET', url: '/openapi.json' })).json();
+    const problem = doc.components.schemas.Problem;
+    const documented = [...problem.properties.code.enum].sort();
+    assert.deepEqual(documented, Object.keys(ERROR_CODES).sort());
+    for (const [code, { status, title }] of Object.entries(ERROR_CODES)) {
+      assert.match(code, /^[a-z][a-z0-9_]*$/);
+      assert.ok(status >= 400 && status < 600, code);
+      assert.ok(title.length > 5, code);
+    }
+    const keys = doc.paths['/v1/admin/projects/{projectId}/keys'].post;
+    assert.equal(
+      keys.responses['4XX'].content['application/problem+json'].schema.$ref,
+      '#/components/schemas/Problem',
+    );
+  } finally {
+    await s.close();
+  }
+});

@@ -29,9 +29,11 @@ export const ProblemSchema = Type.Object(
 export async function installOpenApi(app: FastifyInstance, publicUrl: string) {
   app.addSchema(ProblemSchema);
   app.addHook('onRoute', (route: RouteOptions) => {
-    const schema = (route.schema ??= {}) as Record<string, any>;
+    route.schema = route.schema ?? {};
+    const schema = route.schema as Record<string, unknown> & { response?: Record<string, unknown> };
     if (schema.hide) return;
-    const response = (schema.response ??= {});
+    schema.response = schema.response ?? {};
+    const response = schema.response;
     const problem = {
       description: 'Error (application/problem+json)',
       content: { 'application/problem+json': { schema: { $ref: 'Problem#' } } },

@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import {
-  ProblemSchema,
   SendCodeBody,
   SendCodeResponse,
   ValidateTokenBody,
@@ -18,11 +17,8 @@ import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import type { CallContext, VerifyService } from './service.ts';
 
 const tags = ['verify'];
-const security = [{ apiKey: [], projectId: [] }];
 const clientOrServer = { auth: { product: 'verify' as const, clientKeys: true } };
 const serverOnly = { auth: { product: 'verify' as const, clientKeys: false } };
-const problems = (...statuses: number[]) =>
-  Object.fromEntries(statuses.map((s) => [s, ProblemSchema]));
 
 function context(request: FastifyRequest): CallContext {
   const auth = request.auth!;
@@ -40,12 +36,11 @@ export const verifyRoutes: FastifyPluginAsyncTypebox<{ service: VerifyService }>
       config: clientOrServer,
       schema: {
         tags,
-        security,
         summary: 'Text a one-time code to a phone number',
         description:
           "Creates the number's verification, or refreshes its pending one with a new code. Refusals: 400 `invalid_phone_number`, 403 `country_not_allowed`, 429 `resend_too_soon` / `max_sends_reached` / `max_attempts_reached` / `too_many_requests` (with Retry-After), 502 `sms_delivery_failed` (no send used).",
         body: SendCodeBody,
-        response: { 200: SendCodeResponse, ...problems(400, 403, 429, 502) },
+        response: { 200: SendCodeResponse },
       },
     },
     async (request) => service.send(context(request), request.body.phoneNumber),
@@ -57,12 +52,11 @@ export const verifyRoutes: FastifyPluginAsyncTypebox<{ service: VerifyService }>
       config: clientOrServer,
       schema: {
         tags,
-        security,
         summary: 'Check a code; on success get a token for the backend',
         description:
           'Give `phoneNumber` or `verificationId`, and `code`. Refusals: 400 `invalid_code` (with `attemptsRemaining`), 429 `max_attempts_reached`, 410 `verification_expired`, 404 `verification_not_found`, 429 `too_many_requests`.',
         body: VerifyCodeBody,
-        response: { 200: VerifyCodeResponse, ...problems(400, 404, 410, 429) },
+        response: { 200: VerifyCodeResponse },
       },
     },
     async (request) => service.check(context(request), request.body),
@@ -74,7 +68,6 @@ export const verifyRoutes: FastifyPluginAsyncTypebox<{ service: VerifyService }>
       config: serverOnly,
       schema: {
         tags,
-        security,
         summary: 'Check a verification token (server keys)',
         description:
           'Valid when the signature, audience and expiry check out and the token belongs to the calling project. With `consume: true` a token validates only once, across every node.',
@@ -96,7 +89,6 @@ export const verifyRoutes: FastifyPluginAsyncTypebox<{ service: VerifyService }>
       config: serverOnly,
       schema: {
         tags,
-        security,
         summary: 'Every send and check, newest first (server keys)',
         querystring: VerifyLogsQuery,
         response: { 200: VerifyLogsResponse },
@@ -111,7 +103,6 @@ export const verifyRoutes: FastifyPluginAsyncTypebox<{ service: VerifyService }>
       config: serverOnly,
       schema: {
         tags,
-        security,
         summary: 'Sends, approvals, failed checks, expirations and conversion (server keys)',
         description: 'Over `[from, to)`; by default the last 30 days. Test numbers are left out.',
         querystring: VerifyStatsQuery,

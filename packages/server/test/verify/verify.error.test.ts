@@ -2,7 +2,15 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ManualClock } from '../../src/clock.ts';
 import { BACKENDS, startTestServer, type TestServer } from '../helpers.ts';
-import { lastCode, newNumber, post, problem, setVerifySettings, wrongCode } from './fixtures.ts';
+import {
+  get,
+  lastCode,
+  newNumber,
+  post,
+  problem,
+  setVerifySettings,
+  wrongCode,
+} from './fixtures.ts';
 
 for (const backend of BACKENDS) {
   describe(`verify refusals (${backend.name})`, () => {
@@ -271,6 +279,27 @@ for (const backend of BACKENDS) {
         404,
         'verification_not_found',
       );
+    });
+
+    test('logs and stats queries are validated', async () => {
+      for (const url of [
+        '/verify/stats?from=yesterday',
+        '/verify/stats?to=2026-02-30T99:00:00Z',
+        '/verify/stats?bogus=1',
+        '/verify/logs?phoneNumber=12345',
+        '/verify/logs?status=lost',
+        '/verify/logs?limit=1000',
+        '/verify/logs?page=0',
+        '/verify/logs?from=2026',
+      ]) {
+        await problem(await get(s, url), 400, 'invalid_request');
+      }
+      await problem(
+        await post(s, '/verify/validate-token', { token: 'x'.repeat(9000) }),
+        400,
+        'invalid_request',
+      );
+      await problem(await post(s, '/verify/validate-token', {}), 400, 'invalid_request');
     });
 
     test('settings.verify is validated', async () => {

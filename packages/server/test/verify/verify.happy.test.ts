@@ -198,6 +198,20 @@ for (const backend of BACKENDS) {
       assert.equal(future.meta.total, 0);
     });
 
+    test('the OpenAPI document lists the Verify routes', async () => {
+      const doc = (await s.app.inject({ method: 'GET', url: '/openapi.json' })).json();
+      for (const [route, method] of [
+        ['/v1/auth/sms/send', 'post'],
+        ['/v1/verify', 'post'],
+        ['/v1/verify/validate-token', 'post'],
+        ['/v1/verify/logs', 'get'],
+        ['/v1/verify/stats', 'get'],
+        ['/v1/admin/projects/{projectId}/verify/outbox', 'get'],
+      ]) {
+        assert.ok(doc.paths[route]?.[method], `${method} ${route} is documented`);
+      }
+    });
+
     test('stats: sends, approvals, failed checks, expirations and conversion, per country', async () => {
       const other = await s.admin('POST', '/projects', { name: 'stats' });
       const key = (await s.admin('POST', `/projects/${other.id}/keys`, { type: 'server' })).key;

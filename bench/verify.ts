@@ -12,6 +12,7 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import autocannon from 'autocannon';
 import Fastify from 'fastify';
+import pg from 'pg';
 import { buildApp } from '../packages/server/src/app.ts';
 import { loadConfig } from '../packages/server/src/config.ts';
 import { fmt } from './lib.ts';
@@ -78,11 +79,14 @@ async function verifyCases(env: Record<string, string>): Promise<{ send: Result;
     SVC_REDIS_PREFIX: `bench:${randomBytes(4).toString('hex')}:`,
     ...env,
   });
+  // PostgreSQL: a schema of its own, dropped afterwards.
+  const pgSchema = config.databaseUrl ? `bench_${randomBytes(4).toString('hex')}` : undefined;
   const app = await buildApp({
     config,
     adminToken: 'bench-admin',
     secret: 'bench',
     logStream: collector,
+    pgSchema,
   });
   try {
     await app.listen({ port: 0, host: '127.0.0.1' });
@@ -153,6 +157,12 @@ async function verifyCases(env: Record<string, string>): Promise<{ send: Result;
   } finally {
     await app.close();
     fs.rmSync(dataDir, { recursive: true, force: true });
+    if (pgSchema) {
+      const client = new pg.Client({ connectionString: config.databaseUrl });
+      await client.connect();
+      await client.query(`drop schema if exists ${pgSchema} cascade`);
+      await client.end();
+    }
   }
 }
 

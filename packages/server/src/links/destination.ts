@@ -2,7 +2,13 @@ import { ApiError } from '../http/problem.ts';
 
 // Whitespace, control characters and backslashes: browsers "fix" them in ways that can move a
 // URL to another host (`https:\\evil.com`), so a destination containing any is refused outright.
-const UNSAFE_CHARACTERS = /[\u0000-\u0020\u007f-\u009f\\]/;
+function hasUnsafeCharacter(raw: string) {
+  for (let i = 0; i < raw.length; i++) {
+    const c = raw.charCodeAt(i);
+    if (c <= 0x20 || (c >= 0x7f && c <= 0x9f) || c === 0x5c) return true;
+  }
+  return false;
+}
 // The scheme must be written out in full, with `//` and a host after it: `https:evil.com` and
 // `//evil.com` are what browsers resolve relative to the current page, not absolute URLs.
 const ABSOLUTE_HTTP = /^https?:\/\/[^/?#]/i;
@@ -12,7 +18,7 @@ const ABSOLUTE_HTTP = /^https?:\/\/[^/?#]/i;
  * credentials, whitespace or backslashes. Throws `invalid_destination` otherwise.
  */
 export function parseDestination(raw: string, field = 'url'): URL {
-  if (!ABSOLUTE_HTTP.test(raw) || UNSAFE_CHARACTERS.test(raw)) {
+  if (!ABSOLUTE_HTTP.test(raw) || hasUnsafeCharacter(raw)) {
     throw new ApiError(
       'invalid_destination',
       `${field} must be an absolute http:// or https:// URL without spaces or backslashes.`,

@@ -21,7 +21,6 @@ import type { LinkService } from './service.ts';
 const BODY_LIMIT = 64 * 1024;
 const auth = { product: 'links', clientKeys: true } as const;
 const tags = ['links'];
-const security = [{ apiKey: [], projectId: [] }];
 
 /** `/sdk/links`: every route takes client keys with the `links` scope, or server keys. */
 export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> = async (
@@ -35,7 +34,6 @@ export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> 
       bodyLimit: BODY_LIMIT,
       schema: {
         tags,
-        security,
         summary: 'Create a link',
         body: CreateLinkBody,
         response: { 201: Link },
@@ -49,7 +47,6 @@ export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> 
       config: { auth },
       schema: {
         tags,
-        security,
         summary: 'List links (newest first), searching slug, URL and external id',
         querystring: ListLinksQuery,
         response: { 200: LinkList },
@@ -63,7 +60,6 @@ export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> 
       config: { auth },
       schema: {
         tags,
-        security,
         summary: 'The link an app was opened with (by URL or slug); records an open',
         querystring: ResolveLinkQuery,
         response: { 200: ResolvedLink },
@@ -78,7 +74,6 @@ export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> 
       bodyLimit: BODY_LIMIT,
       schema: {
         tags,
-        security,
         summary: 'Match an app’s first open to an earlier click (deferred deep link)',
         body: DeferredBody,
         response: { 200: DeferredResult },
@@ -94,7 +89,6 @@ export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> 
       bodyLimit: BODY_LIMIT,
       schema: {
         tags,
-        security,
         summary: 'Record a link event (click, install, open, reinstall, custom)',
         body: LinkEventBody,
         response: { 202: LinkEventAccepted },
@@ -109,7 +103,6 @@ export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> 
       config: { auth },
       schema: {
         tags,
-        security,
         summary: 'Get a link',
         params: LinkIdParams,
         response: { 200: Link },
@@ -124,7 +117,6 @@ export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> 
       bodyLimit: BODY_LIMIT,
       schema: {
         tags,
-        security,
         summary: 'Update a link (null clears a field)',
         params: LinkIdParams,
         body: UpdateLinkBody,
@@ -139,7 +131,6 @@ export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> 
       config: { auth },
       schema: {
         tags,
-        security,
         summary: 'Delete a link and its clicks and events',
         params: LinkIdParams,
       },
@@ -155,7 +146,6 @@ export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> 
       config: { auth },
       schema: {
         tags,
-        security,
         summary: 'Event counts per type and per UTC day',
         params: LinkIdParams,
         querystring: LinkStatsQuery,

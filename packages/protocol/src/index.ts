@@ -3,3 +3,4 @@ export * from './common.ts';
 export * from './errors.ts';
 export * from './links.ts';
 export * from './products.ts';
+export * from './verify.ts';

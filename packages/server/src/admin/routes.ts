@@ -12,6 +12,7 @@ import {
   UpdateKeyBody,
   UpdateProjectBody,
 } from '@svc/protocol';
+import type { onRequestAsyncHookHandler } from 'fastify';
 import { sendProblem } from '../http/problem.ts';
 import type { KeyService } from './keys.ts';
 import type { ProjectService } from './projects.ts';
@@ -35,6 +36,22 @@ function digest(value: string) {
 }
 
 /**
+ * The admin-token check as an onRequest hook: `Authorization: Bearer <admin token>`, compared
+ * in constant time. Product areas guard their own `/v1/admin` routes with it (`svc.adminGuard`).
+ */
+export function adminTokenHook(adminToken: string): onRequestAsyncHookHandler {
+  const expected = digest(adminToken);
+  return async (request, reply) => {
+    const authorization = request.headers.authorization;
+    if (!authorization) return sendProblem(reply, 'missing_admin_token');
+    const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization);
+    // Compare digests, so the comparison takes the same time whatever was sent.
+    if (!m || !timingSafeEqual(digest(m[1]), expected))
+      return sendProblem(reply, 'invalid_admin_token');
+  };
+}
+
+/**
  * The operator's admin API under `/admin`, guarded by the admin token. Each product area adds
  * its own admin routes in its plugin with the same `adminOnly` hook.
  */
@@ -42,15 +59,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminDeps> = async (
   app,
   { adminToken, projects, keys },
 ) => {
-  const expected = digest(adminToken);
-  app.addHook('onRequest', async (request, reply) => {
-    const authorization = request.headers.authorization;
-    if (!authorization) return sendProblem(reply, 'missing_admin_token');
-    const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization);
-    // Compare digests, so the comparison takes the same time whatever was sent.
-    if (!m || !timingSafeEqual(digest(m[1]), expected))
-      return sendProblem(reply, 'invalid_admin_token');
-  });
+  app.addHook('onRequest', adminTokenHook(adminToken));
 
   const tags = ['admin'];
   const security = [{ adminToken: [] }];

@@ -225,6 +225,38 @@ for (const backend of BACKENDS) {
       );
     });
 
+    test('a resend does not reset the attempts: resending never buys more guesses', async () => {
+      const phone = newNumber();
+      await post(s, '/auth/sms/send', { phoneNumber: phone });
+      const first = await lastCode(s, phone);
+      for (let i = 0; i < 3; i++) {
+        await problem(
+          await post(s, '/verify', { phoneNumber: phone, code: wrongCode(first) }),
+          400,
+          'invalid_code',
+        );
+      }
+      clock.advance(60_000);
+      assert.equal((await post(s, '/auth/sms/send', { phoneNumber: phone })).statusCode, 200);
+      const second = await lastCode(s, phone);
+      const body = await problem(
+        await post(s, '/verify', { phoneNumber: phone, code: wrongCode(second) }),
+        400,
+        'invalid_code',
+      );
+      assert.equal(body.attemptsRemaining, 1);
+      await problem(
+        await post(s, '/verify', { phoneNumber: phone, code: wrongCode(second) }),
+        400,
+        'invalid_code',
+      );
+      await problem(
+        await post(s, '/verify', { phoneNumber: phone, code: second }),
+        429,
+        'max_attempts_reached',
+      );
+    });
+
     test('verification_expired after 10 minutes; verification_not_found for unknown, used and old', async () => {
       const phone = newNumber();
       const { verificationId } = (await post(s, '/auth/sms/send', { phoneNumber: phone })).json();

@@ -19,6 +19,7 @@ import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import type { SharedState } from '../state/index.ts';
 import { json, type Store } from '../storage/db.ts';
+import { newClickId } from './click-id.ts';
 import type { ClickRecorder } from './clicks.ts';
 import { destinationAllowed, parseDestination } from './destination.ts';
 import type { LinkDirectory, ResolvedLinkSettings } from './settings.ts';
@@ -78,6 +79,8 @@ export interface RedirectLink {
   utm: Link['utm'];
   social: Link['social'];
   expiresAtMs: number | null;
+  /** Where each platform goes, computed once per settings snapshot (see redirect.ts). */
+  targets?: { snapshot: object; desktop: string; androidStore: string | null; ios: string | null };
 }
 
 /**
@@ -306,12 +309,18 @@ export class LinkService {
     await this.changed(current.domain, current.slug);
   }
 
+  /** The cached answer for `domain/l/slug`: a link, null (known not to exist), or undefined. */
+  peek(domain: string, slug: string): RedirectLink | null | undefined {
+    const hit = this.cache.get(`${domain}/${slug}`);
+    return hit && this.clock.now() - hit.at < CACHE_TTL_MS ? hit.link : undefined;
+  }
+
   /** The link behind `domain/l/slug` for the redirect; null when there is none. Cached. */
   async findForRedirect(domain: string, slug: string): Promise<RedirectLink | null> {
     const key = `${domain}/${slug}`;
     const now = this.clock.now();
-    const hit = this.cache.get(key);
-    if (hit && now - hit.at < CACHE_TTL_MS) return hit.link;
+    const hit = this.peek(domain, slug);
+    if (hit !== undefined) return hit;
     const row = await this.store.db
       .selectFrom('links')
       .selectAll()
@@ -343,7 +352,7 @@ export class LinkService {
   /** Queues a click for the store; returns its id (the one the install referrer carries). */
   recordClick(link: RedirectLink, platform: Platform, ip: string, userAgent: string): string {
     const now = this.clock.now();
-    const id = newId('clk', now);
+    const id = newClickId(now);
     this.clicks.record({
       id,
       project_id: link.row.project_id,

@@ -44,6 +44,11 @@ if (mode === 'bare') {
   });
   const app = await buildApp({ config, adminToken: 'bench-admin', secret: 'bench' });
   app.get('/__bench/cpu', { schema: { hide: true } }, async () => cpu());
+  // The baseline's handler inside the full app: separates the platform's per-request cost
+  // (hooks, request ids, metrics) from the redirect's own.
+  app.get('/__bench/bare/:slug', { schema: { hide: true } }, async (_request, reply) =>
+    reply.code(302).header('location', 'https://shop.example.com/p/42?utm_source=bench').send(),
+  );
   await app.listen({ port: 0, host: '127.0.0.1' });
   const project = await app.svc.projects.create({ name: 'bench' });
   await app.svc.projects.update(project.id, {

@@ -65,16 +65,22 @@ function androidStorePrefix(link: RedirectLink, settings: ResolvedLinkSettings):
   return `${base}${store.search ? '&' : '?'}referrer=`;
 }
 
+/** The `&utm_…=…` part of the install referrer, form-encoded; the same for every click. */
+function referrerUtm(link: RedirectLink): string {
+  const utm = new URLSearchParams();
+  for (const [key, value] of Object.entries(link.utm ?? {})) {
+    if (value !== undefined) utm.set(`utm_${key}`, value);
+  }
+  const encoded = utm.toString();
+  return encoded ? `&${encoded}` : '';
+}
+
 /**
  * The Play Install Referrer value: `svc_click_id=<id>&utm_…`, form-encoded, then URL-encoded
  * once more as the `referrer` query value (`referrer=svc_click_id%3Dclk_…%26utm_source%3D…`).
  */
-function androidTarget(prefix: string, link: RedirectLink, clickId: string): string {
-  const referrer = new URLSearchParams({ [REFERRER_CLICK_ID]: clickId });
-  for (const [key, value] of Object.entries(link.utm ?? {})) {
-    if (value !== undefined) referrer.set(`utm_${key}`, value);
-  }
-  return prefix + encodeURIComponent(referrer.toString());
+function androidTarget(prefix: string, utm: string, clickId: string): string {
+  return prefix + encodeURIComponent(`${REFERRER_CLICK_ID}=${clickId}${utm}`);
 }
 
 /** Where an iOS user without the app goes: the fallback, else the App Store. */
@@ -96,6 +102,7 @@ function targetsFor(link: RedirectLink, snapshot: Snapshot, directory: LinkDirec
       snapshot,
       desktop,
       androidStore: link.android?.fallbackUrl ? null : androidStorePrefix(link, settings),
+      referrerUtm: referrerUtm(link),
       ios: iosTarget(link, settings),
     };
   }
@@ -177,7 +184,7 @@ export function publicLinkRoutes(
       if (platform === 'android') {
         if (link.android?.fallbackUrl) location = link.android.fallbackUrl;
         else if (targets.androidStore)
-          location = androidTarget(targets.androidStore, link, clickId);
+          location = androidTarget(targets.androidStore, targets.referrerUtm, clickId);
       } else if (platform === 'ios' && targets.ios) {
         location = targets.ios;
       }

@@ -81,7 +81,13 @@ export interface RedirectLink {
   social: Link['social'];
   expiresAtMs: number | null;
   /** Where each platform goes, computed once per settings snapshot (see redirect.ts). */
-  targets?: { snapshot: object; desktop: string; androidStore: string | null; ios: string | null };
+  targets?: {
+    snapshot: object;
+    desktop: string;
+    androidStore: string | null;
+    referrerUtm: string;
+    ios: string | null;
+  };
 }
 
 /**

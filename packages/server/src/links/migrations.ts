@@ -1,4 +1,10 @@
-import type { Kysely, Migration } from 'kysely';
+import { type Kysely, type Migration, sql } from 'kysely';
+
+/**
+ * The partial-index condition for clicks deferred matching can use. Queries repeat it verbatim
+ * (SQLite uses a partial index only when the query contains the index's own WHERE term).
+ */
+export const MOBILE_CLICK = sql<boolean>`platform in ('android', 'ios')`;
 
 /** Links migrations. Names start with 0100_ so they sort after earlier areas; append only. */
 export const linksMigrations: Record<string, Migration> = {
@@ -30,11 +36,14 @@ export const linksMigrations: Record<string, Migration> = {
         .on('links')
         .columns(['project_id', 'created_at'])
         .execute();
+      // Written once per redirect, so kept lean: no foreign keys (the service deletes a link's
+      // clicks with it, and a deleted project's), and the fingerprint index only covers the
+      // mobile clicks that deferred matching can use.
       await db.schema
         .createTable('link_clicks')
         .addColumn('id', 'text', (c) => c.primaryKey())
         .addColumn('project_id', 'text', (c) => c.notNull())
-        .addColumn('link_id', 'text', (c) => c.notNull().references('links.id').onDelete('cascade'))
+        .addColumn('link_id', 'text', (c) => c.notNull())
         .addColumn('platform', 'text', (c) => c.notNull())
         .addColumn('fingerprint', 'text', (c) => c.notNull())
         .addColumn('created_at', 'text', (c) => c.notNull())
@@ -43,7 +52,8 @@ export const linksMigrations: Record<string, Migration> = {
       await db.schema
         .createIndex('link_clicks_fingerprint_idx')
         .on('link_clicks')
-        .columns(['project_id', 'fingerprint', 'created_at'])
+        .columns(['fingerprint', 'created_at'])
+        .where(MOBILE_CLICK)
         .execute();
       await db.schema
         .createIndex('link_clicks_link_idx')

@@ -27,8 +27,9 @@ export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { 
   );
   svc.projects.registerSettings('links', linkSettingsValidator(svc.store, defaultHost));
   // A project changed here: drop our cached settings and tell the other nodes to do the same.
-  svc.projects.onChange(() => {
+  svc.projects.onChange((projectId) => {
     directory.invalidate();
+    service.forgetProject(projectId).catch((err) => app.log.warn({ err }, 'click cleanup failed'));
     svc.state.publish(PROJECTS_CHANNEL, '').catch((err) => app.log.warn({ err }, 'publish failed'));
   });
   const unsubscribers = await Promise.all([

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { type LinkService, REFERRER_CLICK_ID, type RedirectLink } from './service.ts';
-import type { LinkDirectory, ResolvedLinkSettings } from './settings.ts';
+import type { LinkDirectory, ResolvedLinkSettings, Snapshot } from './settings.ts';
 import { detectPlatform } from './user-agent.ts';
 
 const SLUG = /^[A-Za-z0-9_-]{1,64}$/;
@@ -48,13 +48,11 @@ function withUtm(raw: string, utm: RedirectLink['utm']) {
   return url.toString();
 }
 
-/** Where an Android user without the app goes: the store, with the click id in the referrer. */
-function androidTarget(
-  link: RedirectLink,
-  settings: ResolvedLinkSettings,
-  clickId: string,
-): string | null {
-  if (link.android?.fallbackUrl) return link.android.fallbackUrl;
+/**
+ * The store URL an Android user without the app goes to, up to and including `referrer=`: the
+ * click id and UTM values are appended per request (see {@link androidTarget}).
+ */
+function androidStorePrefix(link: RedirectLink, settings: ResolvedLinkSettings): string | null {
   const packageName = link.android?.packageName ?? settings.android[0]?.packageName;
   if (!packageName) return null;
   const app = settings.android.find((a) => a.packageName === packageName);
@@ -62,13 +60,27 @@ function androidTarget(
     app?.storeUrl ??
       `https://play.google.com/store/apps/details?id=${encodeURIComponent(packageName)}`,
   );
-  const referrer = new URLSearchParams({ [REFERRER_CLICK_ID]: clickId });
+  store.searchParams.delete('referrer');
+  const base = store.toString();
+  return `${base}${store.search ? '&' : '?'}referrer=`;
+}
+
+/** The `&utm_…=…` part of the install referrer, form-encoded; the same for every click. */
+function referrerUtm(link: RedirectLink): string {
+  const utm = new URLSearchParams();
   for (const [key, value] of Object.entries(link.utm ?? {})) {
-    if (value !== undefined) referrer.set(`utm_${key}`, value);
+    if (value !== undefined) utm.set(`utm_${key}`, value);
   }
-  // URLSearchParams encodes the referrer string as one value: `referrer=svc_click_id%3Dclk_…`.
-  store.searchParams.set('referrer', referrer.toString());
-  return store.toString();
+  const encoded = utm.toString();
+  return encoded ? `&${encoded}` : '';
+}
+
+/**
+ * The Play Install Referrer value: `svc_click_id=<id>&utm_…`, form-encoded, then URL-encoded
+ * once more as the `referrer` query value (`referrer=svc_click_id%3Dclk_…%26utm_source%3D…`).
+ */
+function androidTarget(prefix: string, utm: string, clickId: string): string {
+  return prefix + encodeURIComponent(`${REFERRER_CLICK_ID}=${clickId}${utm}`);
 }
 
 /** Where an iOS user without the app goes: the fallback, else the App Store. */
@@ -79,6 +91,22 @@ function iosTarget(link: RedirectLink, settings: ResolvedLinkSettings): string |
     settings.ios[0];
   const appStoreId = link.ios?.appStoreId ?? app?.appStoreId;
   return appStoreId ? `https://apps.apple.com/app/id${appStoreId}` : null;
+}
+
+/** Each platform's target for `link`, computed once per settings snapshot. */
+function targetsFor(link: RedirectLink, snapshot: Snapshot, directory: LinkDirectory) {
+  if (link.targets?.snapshot !== snapshot) {
+    const settings = directory.settingsIn(snapshot, link.row.project_id);
+    const desktop = withUtm(link.row.url, link.utm);
+    link.targets = {
+      snapshot,
+      desktop,
+      androidStore: link.android?.fallbackUrl ? null : androidStorePrefix(link, settings),
+      referrerUtm: referrerUtm(link),
+      ios: iosTarget(link, settings),
+    };
+  }
+  return link.targets;
 }
 
 function socialPage(link: RedirectLink, shortUrl: string) {
@@ -137,8 +165,11 @@ export function publicLinkRoutes(
     async (request, reply) => {
       const { slug } = request.params;
       if (!SLUG.test(slug)) return sendPage(reply, 404, NOT_FOUND);
-      const domain = await directory.domainForHost(request.host.toLowerCase());
-      const link = await service.findForRedirect(domain, slug);
+      // The common case (settings and link cached) runs without waiting on anything.
+      const snapshot = directory.fresh() ?? (await directory.current());
+      const domain = directory.domainIn(snapshot, request.host.toLowerCase());
+      let link = service.peek(domain, slug);
+      if (link === undefined) link = await service.findForRedirect(domain, slug);
       if (!link) return sendPage(reply, 404, NOT_FOUND);
       if (service.isExpired(link)) return sendPage(reply, 410, EXPIRED);
       const userAgent = request.headers['user-agent'] ?? '';
@@ -148,18 +179,20 @@ export function publicLinkRoutes(
         return sendPage(reply, 200, socialPage(link, service.shortUrl(domain, slug)));
       }
       const clickId = service.recordClick(link, platform, request.ip, userAgent);
-      let target: string | null = null;
-      if (platform === 'android' || platform === 'ios') {
-        const settings = await directory.settings(link.row.project_id);
-        target =
-          platform === 'android'
-            ? androidTarget(link, settings, clickId)
-            : iosTarget(link, settings);
+      const targets = targetsFor(link, snapshot, directory);
+      let location = targets.desktop;
+      if (platform === 'android') {
+        if (link.android?.fallbackUrl) location = link.android.fallbackUrl;
+        else if (targets.androidStore)
+          location = androidTarget(targets.androidStore, targets.referrerUtm, clickId);
+      } else if (platform === 'ios' && targets.ios) {
+        location = targets.ios;
       }
       return reply
         .code(302)
-        .headers({ 'cache-control': 'private, no-store', 'referrer-policy': 'no-referrer' })
-        .header('location', target ?? withUtm(link.row.url, link.utm))
+        .header('cache-control', 'private, no-store')
+        .header('referrer-policy', 'no-referrer')
+        .header('location', location)
         .send();
     },
   );

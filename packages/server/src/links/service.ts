@@ -1,4 +1,4 @@
-import { createHash, createHmac, randomInt } from 'node:crypto';
+import { createHash, createHmac, hash, randomInt } from 'node:crypto';
 import {
   type CreateLinkBody,
   type DeferredBody,
@@ -19,8 +19,10 @@ import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import type { SharedState } from '../state/index.ts';
 import { json, type Store } from '../storage/db.ts';
+import { newClickId } from './click-id.ts';
 import type { ClickRecorder } from './clicks.ts';
 import { destinationAllowed, parseDestination } from './destination.ts';
+import { MOBILE_CLICK } from './migrations.ts';
 import type { LinkDirectory, ResolvedLinkSettings } from './settings.ts';
 import type { LinksTable } from './tables.ts';
 import type { Platform } from './user-agent.ts';
@@ -78,6 +80,14 @@ export interface RedirectLink {
   utm: Link['utm'];
   social: Link['social'];
   expiresAtMs: number | null;
+  /** Where each platform goes, computed once per settings snapshot (see redirect.ts). */
+  targets?: {
+    snapshot: object;
+    desktop: string;
+    androidStore: string | null;
+    referrerUtm: string;
+    ios: string | null;
+  };
 }
 
 /**
@@ -86,6 +96,8 @@ export interface RedirectLink {
  */
 export class LinkService {
   private cache = new Map<string, { at: number; link: RedirectLink | null }>();
+  /** Derived from the server secret, so the secret itself is never hashed next to user data. */
+  private fingerprintKey: string;
 
   constructor(
     private store: Store,
@@ -93,10 +105,14 @@ export class LinkService {
     private clock: Clock,
     private directory: LinkDirectory,
     private clicks: ClickRecorder,
-    private secret: string,
+    secret: string,
     /** `SVC_PUBLIC_URL`: short links on the default host are built from it. */
     private publicUrl: string,
-  ) {}
+  ) {
+    this.fingerprintKey = createHmac('sha256', secret)
+      .update('svc links click fingerprint v1')
+      .digest('base64url');
+  }
 
   /** Subscribes to other nodes' link changes; returns the unsubscribe function. */
   listen() {
@@ -134,12 +150,15 @@ export class LinkService {
     };
   }
 
-  /** HMAC of IP and user agent under the server secret: matchable, but not reversible to an IP. */
+  /**
+   * SHA-256 of (server secret, IP, user agent), truncated to 128 bits: matchable, but without
+   * the secret neither reversible to an IP nor comparable across servers. One-shot `hash()`
+   * rather than an HMAC object: it runs on every redirect, and no message is authenticated here.
+   */
   fingerprint(ip: string, userAgent: string) {
-    const v4 = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
-    return createHmac('sha256', this.secret)
-      .update(`svc-links-fingerprint\0${v4 ? v4[1] : ip.toLowerCase()}\0${userAgent}`)
-      .digest('base64url');
+    const v4 = ip.startsWith('::ffff:') && ip.includes('.') ? ip.slice(7) : ip.toLowerCase();
+    const digest = hash('sha256', `${this.fingerprintKey}\0${v4}\0${userAgent}`, 'buffer');
+    return digest.subarray(0, 16).toString('base64url');
   }
 
   /** Checks the URLs and sizes of a link's fields against the rules and project settings. */
@@ -298,20 +317,29 @@ export class LinkService {
 
   async delete(projectId: string, id: string) {
     const current = await this.row(projectId, id);
-    await this.store.db
-      .deleteFrom('links')
-      .where('id', '=', id)
-      .where('project_id', '=', projectId)
-      .execute();
+    await this.store.db.transaction().execute(async (tx) => {
+      await tx
+        .deleteFrom('links')
+        .where('id', '=', id)
+        .where('project_id', '=', projectId)
+        .execute();
+      await tx.deleteFrom('link_clicks').where('link_id', '=', id).execute();
+    });
     await this.changed(current.domain, current.slug);
+  }
+
+  /** The cached answer for `domain/l/slug`: a link, null (known not to exist), or undefined. */
+  peek(domain: string, slug: string): RedirectLink | null | undefined {
+    const hit = this.cache.get(`${domain}/${slug}`);
+    return hit && this.clock.now() - hit.at < CACHE_TTL_MS ? hit.link : undefined;
   }
 
   /** The link behind `domain/l/slug` for the redirect; null when there is none. Cached. */
   async findForRedirect(domain: string, slug: string): Promise<RedirectLink | null> {
     const key = `${domain}/${slug}`;
     const now = this.clock.now();
-    const hit = this.cache.get(key);
-    if (hit && now - hit.at < CACHE_TTL_MS) return hit.link;
+    const hit = this.peek(domain, slug);
+    if (hit !== undefined) return hit;
     const row = await this.store.db
       .selectFrom('links')
       .selectAll()
@@ -343,7 +371,7 @@ export class LinkService {
   /** Queues a click for the store; returns its id (the one the install referrer carries). */
   recordClick(link: RedirectLink, platform: Platform, ip: string, userAgent: string): string {
     const now = this.clock.now();
-    const id = newId('clk', now);
+    const id = newClickId(now);
     this.clicks.record({
       id,
       project_id: link.row.project_id,
@@ -457,8 +485,9 @@ export class LinkService {
       const candidates = await this.store.db
         .selectFrom('link_clicks')
         .select('id')
-        .where('project_id', '=', projectId)
         .where('fingerprint', '=', fingerprint)
+        .where('project_id', '=', projectId)
+        .where(MOBILE_CLICK)
         .where('platform', '=', body.platform)
         .where('claimed_at', 'is', null)
         .where('created_at', '>=', since)
@@ -512,6 +541,17 @@ export class LinkService {
     }
     if (linkId !== null) await this.insertEvent(projectId, linkId, event, { clickId: clickId! });
     return { matchType, link, clickId, event };
+  }
+
+  /** Deletes the clicks of a project that no longer exists (clicks carry no foreign key). */
+  async forgetProject(projectId: string) {
+    const exists = await this.store.db
+      .selectFrom('projects')
+      .select('id')
+      .where('id', '=', projectId)
+      .executeTakeFirst();
+    if (!exists)
+      await this.store.db.deleteFrom('link_clicks').where('project_id', '=', projectId).execute();
   }
 
   /** Claims an unclaimed click made in [sinceMs, nowMs]; true when this call won it. */

@@ -45,7 +45,8 @@ interface ProjectEntry {
   settings: ResolvedLinkSettings;
 }
 
-interface Snapshot {
+/** One consistent read of every project's link settings. */
+export interface Snapshot {
   loadedAtMs: number;
   projects: Map<string, ProjectEntry>;
   /** Custom link domain → owning project. The default host is never in here. */
@@ -73,9 +74,15 @@ export class LinkDirectory {
     this.snapshot = null;
   }
 
-  private async current(): Promise<Snapshot> {
-    const now = this.clock.now();
-    if (this.snapshot && now - this.snapshot.loadedAtMs < this.ttlMs) return this.snapshot;
+  /** The cached snapshot while it is fresh, else null: lets the redirect skip a promise. */
+  fresh(): Snapshot | null {
+    const snapshot = this.snapshot;
+    return snapshot && this.clock.now() - snapshot.loadedAtMs < this.ttlMs ? snapshot : null;
+  }
+
+  async current(): Promise<Snapshot> {
+    const fresh = this.fresh();
+    if (fresh) return fresh;
     // One load at a time; concurrent callers share it.
     this.loading ??= this.load().finally(() => {
       this.loading = null;
@@ -102,8 +109,15 @@ export class LinkDirectory {
 
   /** The link domain a request's Host names: a project's custom domain, else the default host. */
   async domainForHost(host: string): Promise<string> {
-    const snapshot = await this.current();
+    return this.domainIn(await this.current(), host);
+  }
+
+  domainIn(snapshot: Snapshot, host: string): string {
     return snapshot.domains.has(host) ? host : this.defaultHost;
+  }
+
+  settingsIn(snapshot: Snapshot, projectId: string): ResolvedLinkSettings {
+    return snapshot.projects.get(projectId)?.settings ?? resolveSettings(undefined);
   }
 
   /** True when `host` is a link domain (the default host or any project's custom domain). */

@@ -10,9 +10,25 @@ const GENERIC_BOT = /(?:^|[^a-z])(?:bot|crawler|spider|preview|fetcher)(?:[^a-z]
 const IOS = /\b(?:iPhone|iPad|iPod)\b/;
 const ANDROID = /\bAndroid\b/;
 
+// The same few agents arrive again and again: remember the answer for the last ones seen.
+const CACHE_MAX = 2000;
+const cache = new Map<string, Platform>();
+
 /** Classifies a request by its `User-Agent`; an absent or unknown agent counts as desktop. */
 export function detectPlatform(userAgent: string | undefined): Platform {
   if (!userAgent) return 'desktop';
+  let platform = cache.get(userAgent);
+  if (platform === undefined) {
+    platform = classify(userAgent);
+    if (userAgent.length <= 512) {
+      if (cache.size >= CACHE_MAX) cache.clear();
+      cache.set(userAgent, platform);
+    }
+  }
+  return platform;
+}
+
+function classify(userAgent: string): Platform {
   if (PREVIEW_BOTS.test(userAgent)) return 'bot';
   if (IOS.test(userAgent)) return 'ios';
   if (ANDROID.test(userAgent)) return 'android';

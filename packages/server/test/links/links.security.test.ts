@@ -251,7 +251,7 @@ for (const backend of BACKENDS) {
         .where('link_id', '=', link.id)
         .execute();
       assert.equal(clicks.length, 2);
-      assert.match(clicks[0].fingerprint, /^[A-Za-z0-9_-]{43}$/);
+      assert.match(clicks[0].fingerprint, /^[A-Za-z0-9_-]{22}$/);
       assert.equal(
         clicks[0].fingerprint,
         clicks[1].fingerprint,

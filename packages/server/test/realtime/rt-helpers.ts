@@ -152,7 +152,9 @@ export class RtClient {
   async request(type: string, data?: unknown): Promise<any> {
     const id = String(this.nextId++);
     this.send({ id, type, ...(data === undefined ? {} : { data }) });
-    return this.wait((f) => (f.type === 'ack' || f.type === 'error') && f.id === id);
+    return this.wait(
+      (f) => (f.type === 'ack' || f.type === 'error' || f.type === 'pong') && f.id === id,
+    );
   }
 
   async join() {

@@ -24,6 +24,9 @@ export const realtimePlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
   const rooms = new RoomService(svc, store, cfg, svc.state.kind === 'redis');
   const hub = new SignalingHub(svc, rooms, store, cfg, app.log);
 
+  app.addHook('onReady', async () => {
+    await rooms.reviveOpenRooms();
+  });
   // Before @fastify/websocket's own preClose: sessions enter their grace period, then sockets close.
   app.addHook('preClose', async () => {
     await hub.close();

@@ -247,6 +247,35 @@ export class RoomService {
     return row;
   }
 
+  /**
+   * Gives every open room without live state (the in-process state after a restart) a fresh,
+   * empty one, so its empty timeout runs and it ends. With Redis the state survives and nothing
+   * changes. Called once at startup.
+   */
+  async reviveOpenRooms() {
+    let after = '';
+    for (;;) {
+      const rows = await this.db
+        .selectFrom('realtime_rooms')
+        .selectAll()
+        .where('status', '!=', 'ENDED')
+        .where('room_id', '>', after)
+        .orderBy('room_id')
+        .limit(500)
+        .execute();
+      for (const row of rows) {
+        await this.store.withLock(row.room_id, async (tx) => {
+          if (await tx.load()) return;
+          const live = liveFromRow(row, this.now);
+          await tx.commit(live, [], this.dueAt(live));
+          await this.syncRecord(live);
+        });
+      }
+      if (rows.length < 500) return;
+      after = rows[rows.length - 1]!.room_id;
+    }
+  }
+
   /** Loads the live room; revives it from its record if the shared state lost it (restart). */
   private async loadLive(tx: RoomTx, projectId: string, roomName: string, rid: string) {
     const room = await tx.load();

@@ -236,7 +236,10 @@ export const CLOSE_CODES = {
   MESSAGE_TOO_BIG: 1009,
   /** An unexpected server failure; reconnect with backoff. */
   INTERNAL_ERROR: 1011,
-  /** `access_token` missing, malformed, badly signed, or for another audience. Do not retry. */
+  /**
+   * `access_token` missing, malformed, badly signed, for another audience, or its project is gone
+   * (`token_invalid`) or has disabled Realtime (`product_not_enabled`). Do not retry.
+   */
   TOKEN_INVALID: 4001,
   /** The access token expired (at connect, or while waiting for a host). Get a new token. */
   TOKEN_EXPIRED: 4002,

@@ -199,6 +199,13 @@ export class SignalingHub {
     if (typeof query.room === 'string' && query.room !== claims.roomName) {
       return this.refuse(conn, 'token_room_mismatch', CLOSE_CODES.TOKEN_ROOM_MISMATCH);
     }
+    // A token outlives neither its project nor the project's Realtime product.
+    const project = await this.svc.projects.get(claims.projectId).catch(() => null);
+    if (isClosed(conn)) return;
+    if (!project) return this.refuse(conn, 'token_invalid', CLOSE_CODES.TOKEN_INVALID);
+    if (!project.products.includes('realtime')) {
+      return this.refuse(conn, 'product_not_enabled', CLOSE_CODES.TOKEN_INVALID);
+    }
     conn.claims = claims;
     // Follow the room before any command, so no event committed after it can be missed.
     conn.follower = await this.follow(claims.rid, conn);

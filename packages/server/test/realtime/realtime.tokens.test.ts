@@ -45,5 +45,19 @@ for (const backend of BACKENDS) {
       assert.equal((await c.closed).code, 4002);
       assert.equal(clock.now(), start);
     });
+
+    test('a token stops working when its project disables Realtime or is deleted', async () => {
+      const t = await s.token('gone-room', 'u');
+      await s.admin('PATCH', `/projects/${s.project.id}`, { products: ['links'] });
+      const off = await RtClient.open(`${s.wsBase}?access_token=${t.token}`);
+      open.push(off);
+      assert.equal((await off.waitType('error')).code, 'product_not_enabled');
+      assert.equal((await off.closed).code, 4001);
+      await s.admin('DELETE', `/projects/${s.project.id}`);
+      const gone = await RtClient.open(`${s.wsBase}?access_token=${t.token}`);
+      open.push(gone);
+      assert.equal((await gone.waitType('error')).code, 'token_invalid');
+      assert.equal((await gone.closed).code, 4001);
+    });
   });
 }

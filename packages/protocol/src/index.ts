@@ -4,3 +4,4 @@ export * from './errors.ts';
 export * from './links.ts';
 export * from './products.ts';
 export * from './verify.ts';
+export * from './realtime.ts';

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { loadSmsSenderConfig, type SmsSenderConfig } from './verify/sms-config.ts';
+import { loadRealtimeConfig, type RealtimeConfig } from './realtime/config.ts';
 
 /** Everything the server reads from its environment. Names are part of the public contract. */
 export interface Config {
@@ -39,6 +40,8 @@ export interface Config {
   bootstrap: boolean;
   /** `SVC_SMS_SENDER` (console) and `SVC_TWILIO_*`: the default SMS sender (see verify/sms-config.ts). */
   smsSender: SmsSenderConfig;
+  /** Realtime settings (`SVC_REALTIME_*`, see realtime/config.ts). */
+  realtime: RealtimeConfig;
 }
 
 export class ConfigError extends Error {}
@@ -108,5 +111,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     smsSender: loadSmsSenderConfig(env, (message) => {
       throw new ConfigError(message);
     }),
+    realtime: loadRealtimeConfig(env),
   };
 }

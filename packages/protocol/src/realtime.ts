@@ -409,6 +409,11 @@ export interface RoomEventData {
   'room.metadata_changed': { metadata: string | null };
   /** The room was deleted; every session is closed with ROOM_DELETED right after. */
   'room.deleted': { reason: 'ROOM_DELETED' };
+  /**
+   * The room ended after its empty timeout. Only waiting connections can see it (nobody is in
+   * the room); they get session.closed ROOM_ENDED and close 4009 right after.
+   */
+  'room.ended': { reason: 'ROOM_ENDED' };
 }
 
 /** Application-defined events: `app.*` with the sender and the payload as sent. */
@@ -424,5 +429,6 @@ export const ROOM_EVENT_TYPES: RoomEventType[] = [
   'message.received',
   'room.metadata_changed',
   'room.deleted',
+  'room.ended',
 ];
 export type SessionFrameType = keyof SessionFrameData;

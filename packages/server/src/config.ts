@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { loadRealtimeConfig, type RealtimeConfig } from './realtime/config.ts';
 
 /** Everything the server reads from its environment. Names are part of the public contract. */
 export interface Config {
@@ -36,6 +37,8 @@ export interface Config {
   logLevel: string;
   /** `SVC_BOOTSTRAP` (true): create the `default` project and keys on first start with an empty store. */
   bootstrap: boolean;
+  /** Realtime settings (`SVC_REALTIME_*`, see realtime/config.ts). */
+  realtime: RealtimeConfig;
 }
 
 export class ConfigError extends Error {}
@@ -102,5 +105,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bodyLimitBytes: int(env, 'SVC_BODY_LIMIT', 1_048_576, 1024, 100 * 1_048_576),
     logLevel,
     bootstrap: bool(env, 'SVC_BOOTSTRAP', true),
+    realtime: loadRealtimeConfig(env),
   };
 }

@@ -323,10 +323,14 @@ export class SvcClient {
     const channel = run.channel;
     run.channel = null;
     if (channel?.isOpen && run.sessionId) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
       await Promise.race([
         channel.request('session.leave', {}).catch(() => {}),
-        new Promise((resolve) => setTimeout(resolve, LEAVE_TIMEOUT_MS)),
+        new Promise((resolve) => {
+          timer = setTimeout(resolve, LEAVE_TIMEOUT_MS);
+        }),
       ]);
+      clearTimeout(timer);
       channel.close(CLOSE_CODES.NORMAL);
     } else {
       channel?.abandon();

@@ -5,7 +5,7 @@ import { SvcClient, SvcConnectionState, SvcError } from '../src/index.ts';
 import { type ListeningServer, roomOptions, startListeningServer, TestClient } from './helpers.ts';
 
 for (const backend of BACKENDS) {
-  describe(`client library, happy paths (${backend.name})`, () => {
+  describe(`client library, happy paths (${backend.name})`, { timeout: 60_000 }, () => {
     let s: ListeningServer;
     const clients: TestClient[] = [];
     const newClient = (options?: ConstructorParameters<typeof TestClient>[1]) => {

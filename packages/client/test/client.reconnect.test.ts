@@ -7,7 +7,7 @@ import { type ListeningServer, roomOptions, startListeningServer, TestClient } f
 const GRACE_MS = 1500;
 
 for (const backend of BACKENDS) {
-  describe(`client library, reconnection (${backend.name})`, () => {
+  describe(`client library, reconnection (${backend.name})`, { timeout: 60_000 }, () => {
     let s: ListeningServer;
     const clients: TestClient[] = [];
     const newClient = (options?: ConstructorParameters<typeof TestClient>[1]) => {

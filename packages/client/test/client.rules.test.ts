@@ -5,7 +5,9 @@ import { SvcError } from '../src/index.ts';
 import { type ListeningServer, roomOptions, startListeningServer, TestClient } from './helpers.ts';
 
 for (const backend of BACKENDS) {
-  describe(`client library, join rules and room lifecycle (${backend.name})`, () => {
+  describe(`client library, join rules and room lifecycle (${backend.name})`, {
+    timeout: 60_000,
+  }, () => {
     let s: ListeningServer;
     const clients: TestClient[] = [];
     const newClient = (options?: ConstructorParameters<typeof TestClient>[1]) => {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import WebSocket from 'ws';
 import { BACKENDS, uniqueName } from '../../server/test/helpers.ts';
 import { SvcClient, SvcConnectionState, SvcError } from '../src/index.ts';
 import { type ListeningServer, roomOptions, startListeningServer, TestClient } from './helpers.ts';
@@ -214,6 +215,35 @@ for (const backend of BACKENDS) {
       await c.client.disconnect();
       assert.deepEqual(seen, ['DISCONNECTED', 'CONNECTING', 'CONNECTED']);
       assert.equal(c.client.connectionState.value, 'DISCONNECTED');
+    });
+
+    test("without a factory it uses the runtime's WebSocket: `ws` on Node 20, else the global one", async () => {
+      const config = { projectId: s.project.id, apiKey: s.project.clientKey, baseUrl: s.baseUrl };
+      const roomName = uniqueName('runtime');
+      assert.equal((globalThis as any).WebSocket, undefined, 'Node 20 has no global WebSocket');
+      const plain = new SvcClient(config);
+      const room = await plain.connect(roomOptions(roomName, 'node'));
+      assert.equal(room.localParticipant.userId, 'node');
+
+      // A runtime with a global WebSocket (browsers): the client must use it.
+      const opened: string[] = [];
+      class BrowserLikeWebSocket extends WebSocket {
+        constructor(url: string) {
+          super(url);
+          opened.push(url);
+        }
+      }
+      (globalThis as any).WebSocket = BrowserLikeWebSocket;
+      try {
+        const browser = new SvcClient(config);
+        await browser.connect(roomOptions(roomName, 'browser'));
+        assert.equal(opened.length, 1);
+        assert.match(opened[0]!, /[?&]access_token=/);
+        await browser.disconnect();
+      } finally {
+        delete (globalThis as any).WebSocket;
+      }
+      await plain.disconnect();
     });
 
     test('a room message over the socket is refused while disconnected', async () => {

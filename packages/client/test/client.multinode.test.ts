@@ -237,4 +237,32 @@ describe('client library across two server processes (postgres+redis)', { skip: 
       assert.equal(gone.reason, 'ROOM_DELETED');
     }
   });
+
+  test('a node shuts down: its clients resume on the other node, nobody sees left/joined', async () => {
+    const roomName = uniqueName('mn_failover');
+    const stay = clientOn(0);
+    const moving = clientOn(1, { reconnect: { initialDelayMs: 20 } });
+    await stay.connect(roomOptions(roomName, 'stay'));
+    const room = await moving.connect(roomOptions(roomName, 'moving'));
+    await stay.waitFor('joined', (e) => e.participant.userId === 'moving');
+    const sid = room.localParticipant.sid;
+    // The balancer sends new connections to the surviving node.
+    moving.rewriteUrl = (url) => {
+      const u = new URL(url);
+      u.port = String(nodes[0]!.port);
+      return u.toString();
+    };
+    await stopNode(nodes[1]!);
+    await moving.waitFor('reconnected');
+    assert.equal(moving.client.room!.localParticipant.sid, sid);
+    await moving.client.room!.sendMessage('after failover');
+    await stay.waitFor('message', (e) => e.message.message === 'after failover');
+    assert.equal(
+      stay.events.filter(
+        (e) => (e.kind === 'left' || e.kind === 'joined') && e.participant.userId === 'moving',
+      ).length,
+      1,
+      stay.describe(),
+    );
+  });
 });

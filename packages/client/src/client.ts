@@ -314,10 +314,16 @@ export class SvcClient {
   /**
    * Leaves the room (others see `participant.left` with reason `LEFT`) and stops reconnecting.
    * Resolves when done; never rejects. A pending `connect()` rejects with `client_disconnected`.
+   * After a failure it moves the state from `FAILED` to `DISCONNECTED`.
    */
   async disconnect(): Promise<void> {
     const run = this.#run;
-    if (!run) return;
+    if (!run) {
+      if (this.#state.value === SvcConnectionState.FAILED) {
+        this.#state.set(SvcConnectionState.DISCONNECTED);
+      }
+      return;
+    }
     const wasInRoom = this.#room !== null;
     this.#stop(run);
     const channel = run.channel;

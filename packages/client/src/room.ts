@@ -66,6 +66,15 @@ export class SvcRoom {
     return { seq: Number(ack.seq) };
   }
 
+  /**
+   * Changes the room's metadata (hosts only: others get `host_required`). Everyone, this client
+   * included, is told through `onRoomMetadataChanged`; `info.metadata` follows.
+   */
+  async updateMetadata(metadata: string): Promise<{ seq: number }> {
+    const ack = await this.transport.request('room.update_metadata', { metadata });
+    return { seq: Number(ack.seq) };
+  }
+
   /** @internal Replaces the whole state; returns who appeared and who disappeared (by sid). */
   applySnapshot(snapshot: RoomSnapshot): { joined: SvcParticipant[]; left: SvcParticipant[] } {
     const before = new Map(this.#participants);

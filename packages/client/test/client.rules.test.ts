@@ -102,6 +102,32 @@ for (const backend of BACKENDS) {
       assert.equal(guest.client.connectionState.value, 'DISCONNECTED');
     });
 
+    test('a host changes the room metadata; everyone sees it; a guest may not', async () => {
+      const roomName = uniqueName('meta');
+      const host = newClient();
+      const guest = newClient();
+      await host.connect(roomOptions(roomName, 'host', { isHost: true, roomMetadata: 'v1' }));
+      const guestRoom = await guest.connect(roomOptions(roomName, 'guest'));
+      assert.equal(guestRoom.info.metadata, 'v1');
+      const refused = await guestRoom.updateMetadata('nope').catch((e: unknown) => e);
+      assert.ok(refused instanceof SvcError);
+      assert.equal(refused.code, 'host_required');
+      await host.client.room!.updateMetadata('v2');
+      for (const c of [host, guest]) {
+        await c.waitFor('metadata', (e) => e.metadata === 'v2');
+        assert.equal(c.client.room!.info.metadata, 'v2');
+      }
+      assert.equal(guest.of('metadata').length, 1);
+    });
+
+    test('after a refused connect, disconnect() moves FAILED to DISCONNECTED', async () => {
+      const c = newClient({ apiKey: `${s.project.clientKey.slice(0, -1)}x` });
+      await c.connect(roomOptions(uniqueName('failed'), 'u')).catch(() => {});
+      assert.equal(c.client.connectionState.value, 'FAILED');
+      await c.client.disconnect();
+      assert.equal(c.client.connectionState.value, 'DISCONNECTED');
+    });
+
     test('DELETE disconnects everyone with ROOM_DELETED', async () => {
       const roomName = uniqueName('delete');
       const a = newClient();

@@ -74,7 +74,8 @@ export type ClientEvent =
   | { kind: 'disconnected'; reason: SvcDisconnectReason }
   | { kind: 'reconnecting' }
   | { kind: 'reconnected' }
-  | { kind: 'waiting' };
+  | { kind: 'waiting' }
+  | { kind: 'metadata'; metadata: string | null };
 
 /**
  * A real SvcClient plus a record of its handlers' calls, the sockets it opened (so a test can
@@ -123,6 +124,7 @@ export class TestClient {
     c.onReconnecting = () => this.#push({ kind: 'reconnecting' });
     c.onReconnected = () => this.#push({ kind: 'reconnected' });
     c.onWaitingForHost = () => this.#push({ kind: 'waiting' });
+    c.onRoomMetadataChanged = (metadata) => this.#push({ kind: 'metadata', metadata });
   }
 
   #push(event: ClientEvent) {

@@ -51,6 +51,14 @@ redis.call('PUBLISH', ARGV[6], s .. ' ' .. ARGV[2] .. ' ' .. frame)
 return {seq, frame}
 `;
 
+// KEYS: lock, state. ARGV: token, ttl ms. Takes the lock and reads the state in one round trip.
+const LOCK = `
+if redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then
+  return {1, redis.call('GET', KEYS[2]) or ''}
+end
+return {0, ''}
+`;
+
 const UNLOCK = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
@@ -60,6 +68,7 @@ type Scripts = Redis & {
   svcRoomCommit(...args: (string | number)[]): Promise<[number, string[]]>;
   svcRoomAppend(...args: (string | number)[]): Promise<[number, string] | null>;
   svcRoomUnlock(key: string, token: string): Promise<number>;
+  svcRoomLock(lock: string, state: string, token: string, ttlMs: number): Promise<[number, string]>;
 };
 
 const LOCK_TTL_MS = 5000;
@@ -83,6 +92,7 @@ export class RedisRoomStore implements RoomStore {
     this.redis.defineCommand('svcRoomCommit', { numberOfKeys: 6, lua: COMMIT });
     this.redis.defineCommand('svcRoomAppend', { numberOfKeys: 4, lua: APPEND });
     this.redis.defineCommand('svcRoomUnlock', { numberOfKeys: 1, lua: UNLOCK });
+    this.redis.defineCommand('svcRoomLock', { numberOfKeys: 2, lua: LOCK });
   }
 
   private k(rid: string, part: string) {
@@ -93,18 +103,48 @@ export class RedisRoomStore implements RoomStore {
     return `rt:ev:${rid}`;
   }
 
+  /** Commands of this node for one room queue here first, so only one of them polls Redis. */
+  private local = new Map<string, Promise<unknown>>();
+
   async withLock<T>(rid: string, fn: (tx: RoomTx) => Promise<T>): Promise<T> {
+    const previous = this.local.get(rid) ?? Promise.resolve();
+    const run = previous.catch(() => {}).then(() => this.withRedisLock(rid, fn));
+    this.local.set(rid, run);
+    try {
+      return await run;
+    } finally {
+      if (this.local.get(rid) === run) this.local.delete(rid);
+    }
+  }
+
+  private async withRedisLock<T>(rid: string, fn: (tx: RoomTx) => Promise<T>): Promise<T> {
     const lockKey = this.k(rid, 'lock');
     const token = randomBytes(12).toString('hex');
     const deadline = Date.now() + LOCK_WAIT_MS;
+    let loaded: string;
     for (;;) {
-      const ok = await this.redis.set(lockKey, token, 'PX', LOCK_TTL_MS, 'NX');
-      if (ok === 'OK') break;
+      const [ok, state] = await this.redis.svcRoomLock(
+        lockKey,
+        this.k(rid, 'state'),
+        token,
+        LOCK_TTL_MS,
+      );
+      if (ok === 1) {
+        loaded = state;
+        break;
+      }
       if (Date.now() > deadline) throw new Error(`room ${rid}: lock wait timed out`);
       await new Promise((r) => setTimeout(r, 2 + Math.random() * 8));
     }
+    let first = true;
     const tx: RoomTx = {
-      load: () => this.peek(rid),
+      load: async () => {
+        if (first) {
+          first = false;
+          return loaded ? (JSON.parse(loaded) as LiveRoom) : null;
+        }
+        return this.peek(rid);
+      },
       commit: async (room, events, dueAtMs) => {
         const args: (string | number)[] = [
           lockKey,
@@ -135,7 +175,9 @@ export class RedisRoomStore implements RoomStore {
     try {
       return await fn(tx);
     } finally {
-      await this.redis.svcRoomUnlock(lockKey, token).catch(() => {});
+      // Not awaited: this node's next command for the room is sent after it on the same
+      // connection, and Redis runs one connection's commands in order.
+      this.redis.svcRoomUnlock(lockKey, token).catch(() => {});
     }
   }
 

@@ -80,6 +80,14 @@ export function roomInfoFromRow(row: RealtimeRoomsTable): SvcRoomInfo {
   };
 }
 
+function liveCounts(room: LiveRoom) {
+  return {
+    status: (room.participants.length > 0 ? 'ACTIVE' : 'IDLE') as SvcRoomStatus,
+    numParticipants: room.participants.length,
+    metadata: room.metadata,
+  };
+}
+
 function roomInfoFromLive(room: LiveRoom): SvcRoomInfo {
   return {
     roomName: room.roomName,
@@ -147,7 +155,9 @@ export class RoomService {
   async getRoom(projectId: string, roomName: string): Promise<SvcRoomInfo> {
     const row = await this.getRecord(projectId, roomName);
     if (!row) throw new ApiError('room_not_found');
-    return roomInfoFromRow(row);
+    if (row.status === 'ENDED') return roomInfoFromRow(row);
+    const room = await this.store.peek(row.room_id);
+    return room ? { ...roomInfoFromRow(row), ...liveCounts(room) } : roomInfoFromRow(row);
   }
 
   async listRooms(
@@ -246,6 +256,25 @@ export class RoomService {
     const revived = liveFromRow(row, this.now);
     if (row.status !== 'IDLE') await this.syncRecord(revived);
     return revived;
+  }
+
+  private pendingSync = new Set<string>();
+
+  /**
+   * Copies a live room's status and count to its record soon, outside the room's lock (joins
+   * stay fast). Records are for listings; GET of one room reads the live state. Another node's
+   * later write may briefly overtake; the next change of the room corrects it.
+   */
+  private scheduleSync(rid: string) {
+    if (this.pendingSync.has(rid)) return;
+    this.pendingSync.add(rid);
+    setImmediate(() => {
+      this.pendingSync.delete(rid);
+      void this.store
+        .peek(rid)
+        .then((room) => (room ? this.syncRecord(room) : undefined))
+        .catch(() => {});
+    });
   }
 
   private async syncRecord(room: LiveRoom) {
@@ -446,8 +475,8 @@ export class RoomService {
       const joined = { participant: participantInfo(participant) };
       events.push({ type: 'participant.joined', data: joined });
       domain.push({ type: 'participant.joined', data: joined });
-      await this.syncRecord(room);
       const { lastSeq } = await this.finish(tx, room, events, domain);
+      this.scheduleSync(room.rid);
       return {
         kind: 'joined',
         sid: participant.sid,
@@ -507,8 +536,9 @@ export class RoomService {
       type: 'participant.left' as const,
       data: { participant: participantInfo(p), reason },
     }));
-    await this.syncRecord(room);
-    return this.finish(tx, room, records, records);
+    const result = await this.finish(tx, room, records, records);
+    this.scheduleSync(room.rid);
+    return result;
   }
 
   /** The socket dropped: keep the participant for the departure grace period. */
@@ -552,7 +582,7 @@ export class RoomService {
       const p = room?.participants.find((x) => x.sid === sid);
       if (!room || !p?.isHost) return null;
       room.metadata = metadata;
-      await this.syncRecord(room);
+      this.scheduleSync(room.rid);
       const { events } = await tx.commit(
         room,
         [{ type: 'room.metadata_changed', data: { metadata } }],

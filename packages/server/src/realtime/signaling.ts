@@ -319,6 +319,8 @@ export class SignalingHub {
     }
     if (r.type === 'session.join' || r.type === 'session.resume') {
       if (conn.state !== 'pending') return this.sendError(conn, r.id, 'already_joined');
+      // The handshake is done once the request is in, however long the room's lock takes.
+      this.clearTimer(conn);
       if (r.type === 'session.join') return this.join(conn, r.id);
       const data = r.data as { sessionId: string; resumeToken: string; lastSeq: number };
       const result = await this.rooms.resume(claims, data, this.nodeId, conn.id);

@@ -25,7 +25,7 @@ for (const backend of BACKENDS) {
 
     before(async () => {
       s = await startRealtimeServer(backend, {
-        env: { SVC_REALTIME_DEPARTURE_GRACE_MS: '1500', SVC_REALTIME_EMPTY_TIMEOUT_MS: '300' },
+        env: { SVC_REALTIME_DEPARTURE_GRACE_MS: '1500', SVC_REALTIME_EMPTY_TIMEOUT_MS: '1500' },
       });
       s.app.svc.events.addSink(async (e) => {
         domain.push(e);
@@ -164,6 +164,7 @@ for (const backend of BACKENDS) {
       await a.join();
       const b = await connect(r, 'bob');
       await b.join();
+      await a.waitType('participant.joined', (f) => f.data.participant.userId === 'bob');
       const { sessionId, resumeToken } = b.snapshot;
       const lastSeq = b.lastSeq;
       const mark = a.frames.length;
@@ -193,6 +194,7 @@ for (const backend of BACKENDS) {
       await a.join();
       const b = await connect(r, 'bob');
       await b.join();
+      await a.waitType('participant.joined', (f) => f.data.participant.userId === 'bob');
       const mark = a.frames.length;
       const b2 = await connect(r, 'bob');
       await b2.join();

@@ -121,7 +121,7 @@ export class RtClient {
   }
 
   /** Resolves with the first frame (already received or future) that matches. */
-  wait(match: (f: any) => boolean, timeoutMs = 10_000): Promise<any> {
+  wait(match: (f: any) => boolean, timeoutMs = 20_000): Promise<any> {
     const found = this.frames.find(match);
     if (found) return Promise.resolve(found);
     return new Promise((resolve, reject) => {

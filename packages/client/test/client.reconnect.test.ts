@@ -118,6 +118,44 @@ for (const backend of BACKENDS) {
       ]);
     });
 
+    test('a full rejoin reports who came and went while the client was away', async () => {
+      const roomName = uniqueName('away');
+      const stays = newClient();
+      const goes = newClient();
+      const comes = newClient();
+      const away = newClient({
+        reconnect: { initialDelayMs: 20, maxDelayMs: 100, maxAttempts: 10_000 },
+      });
+      await stays.connect(roomOptions(roomName, 'stays'));
+      await goes.connect(roomOptions(roomName, 'goes'));
+      const awayRoom = await away.connect(roomOptions(roomName, 'away'));
+      assert.equal(awayRoom.participants.length, 3);
+
+      away.offline = true;
+      away.socket.terminate();
+      await away.waitFor('reconnecting');
+      await goes.client.disconnect();
+      await comes.connect(roomOptions(roomName, 'comes'));
+      await stays.waitFor('left', (e) => e.participant.userId === 'away');
+      away.offline = false;
+      await away.waitFor('reconnected');
+
+      const seen = away.events.flatMap((e) =>
+        e.kind === 'joined' || e.kind === 'left' ? [[e.kind, e.participant.userId]] : [],
+      );
+      assert.deepEqual(seen.slice(-2).sort(), [
+        ['joined', 'comes'],
+        ['left', 'goes'],
+      ]);
+      const left = away.of('left').find((e) => e.participant.userId === 'goes')!;
+      assert.equal(left.reason, undefined, 'the reason is unknown after a rejoin');
+      assert.deepEqual(away.client.room!.participants.map((p) => p.userId).sort(), [
+        'away',
+        'comes',
+        'stays',
+      ]);
+    });
+
     test('reconnection gives up after its limit: FAILED with reconnect_failed', async () => {
       const roomName = uniqueName('giveup');
       const erin = newClient({ reconnect: { maxAttempts: 3, initialDelayMs: 10, maxDelayMs: 20 } });

@@ -205,8 +205,12 @@ describe('client library across two server processes (postgres+redis)', { skip: 
       u.port = String(nodes[0]!.port);
       return u.toString();
     };
+    b.offline = true;
     b.socket.terminate();
+    await b.waitFor('reconnecting');
+    // Sent on node 0 while b has no socket: it reaches b only through the resume's replay.
     await a.client.room!.sendMessage('while away');
+    b.offline = false;
     await b.waitFor('reconnected');
     assert.equal(b.client.room!.localParticipant.sid, sid);
     await b.client.room!.sendMessage('marker');

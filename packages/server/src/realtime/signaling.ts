@@ -32,6 +32,8 @@ const validators: Record<string, ReturnType<typeof compile>> = {
   ping: compile(PingDataSchema),
 };
 
+const TEXT_FRAME = { binary: false } as const;
+
 /** Unreadable frames in a row before the connection is closed with 4400. */
 const INVALID_STREAK_LIMIT = 20;
 /** Rate-limited frames in a row before the connection is closed with 4429. */
@@ -546,10 +548,13 @@ export class SignalingHub {
   }
 
   private broadcast(f: Follower, ev: StoredRoomEvent) {
+    // Encoded once for every socket (ws would otherwise encode the string per send).
+    let bytes: Buffer | null = null;
     for (const conn of f.conns) {
       if (conn.state === 'joined' && ev.seq > conn.lastDelivered) {
         conn.lastDelivered = ev.seq;
-        conn.ws.send(ev.frame);
+        bytes ??= Buffer.from(ev.frame);
+        conn.ws.send(bytes, TEXT_FRAME);
       }
     }
   }

@@ -3,5 +3,5 @@ export * from './common.ts';
 export * from './errors.ts';
 export * from './links.ts';
 export * from './products.ts';
-export * from './verify.ts';
 export * from './realtime.ts';
+export * from './verify.ts';

@@ -1,6 +1,6 @@
 import path from 'node:path';
-import { loadSmsSenderConfig, type SmsSenderConfig } from './verify/sms-config.ts';
 import { loadRealtimeConfig, type RealtimeConfig } from './realtime/config.ts';
+import { loadSmsSenderConfig, type SmsSenderConfig } from './verify/sms-config.ts';
 
 /** Everything the server reads from its environment. Names are part of the public contract. */
 export interface Config {

@@ -6,7 +6,7 @@ import Fastify, { type FastifyInstance, LogController } from 'fastify';
 import type { DestinationStream } from 'pino';
 import { KeyService } from './admin/keys.ts';
 import { ProjectService } from './admin/projects.ts';
-import { adminRoutes } from './admin/routes.ts';
+import { type AdminGuard, adminRoutes, adminTokenGuard } from './admin/routes.ts';
 import { installGate } from './auth/gate.ts';
 import { KeyStore } from './auth/key-store.ts';
 import { type Clock, systemClock } from './clock.ts';
@@ -40,6 +40,8 @@ export interface Services {
   secret: string;
   /** Domain events (room.started, participant.joined…); the webhooks area subscribes. */
   events: DomainEvents;
+  /** The admin-token check, for areas' own `/v1/admin` routes (add it as an onRequest hook). */
+  adminGuard: AdminGuard;
 }
 
 declare module 'fastify' {
@@ -104,6 +106,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     keys,
     signingKeys,
     events: new DomainEvents(),
+    adminGuard: adminTokenGuard(options.adminToken),
     secret: options.secret ?? resolveServerSecret(config),
   };
 

@@ -12,6 +12,7 @@ import {
   UpdateKeyBody,
   UpdateProjectBody,
 } from '@svc/protocol';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sendProblem } from '../http/problem.ts';
 import type { KeyService } from './keys.ts';
 import type { ProjectService } from './projects.ts';
@@ -34,23 +35,34 @@ function digest(value: string) {
   return createHash('sha256').update(value).digest();
 }
 
+/** An onRequest hook that refuses requests without `Authorization: Bearer <admin token>`. */
+export type AdminGuard = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+
 /**
- * The operator's admin API under `/admin`, guarded by the admin token. Each product area adds
- * its own admin routes in its plugin with the same `adminOnly` hook.
+ * Builds the admin-token check (`missing_admin_token` / `invalid_admin_token`). Product areas
+ * add it as an `onRequest` hook on their own `/v1/admin` routes (`svc.adminGuard`).
  */
-export const adminRoutes: FastifyPluginAsyncTypebox<AdminDeps> = async (
-  app,
-  { adminToken, projects, keys },
-) => {
+export function adminTokenGuard(adminToken: string): AdminGuard {
   const expected = digest(adminToken);
-  app.addHook('onRequest', async (request, reply) => {
+  return async (request, reply) => {
     const authorization = request.headers.authorization;
     if (!authorization) return sendProblem(reply, 'missing_admin_token');
     const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization);
     // Compare digests, so the comparison takes the same time whatever was sent.
     if (!m || !timingSafeEqual(digest(m[1]), expected))
       return sendProblem(reply, 'invalid_admin_token');
-  });
+  };
+}
+
+/**
+ * The operator's admin API under `/admin`, guarded by the admin token. Each product area adds
+ * its own admin routes in its plugin with the same guard (`svc.adminGuard`).
+ */
+export const adminRoutes: FastifyPluginAsyncTypebox<AdminDeps> = async (
+  app,
+  { adminToken, projects, keys },
+) => {
+  app.addHook('onRequest', adminTokenGuard(adminToken));
 
   const tags = ['admin'];
   const security = [{ adminToken: [] }];

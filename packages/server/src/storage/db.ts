@@ -69,7 +69,7 @@ async function openPostgres(url: string, schema?: string): Promise<Store> {
       dialect: new PostgresDialect({ pool: new pg.Pool(poolOptions) }),
     });
     try {
-      await migrate(db);
+      await migrate(db, schema);
     } catch (err) {
       await db.destroy();
       throw err;
@@ -89,8 +89,14 @@ async function openPostgres(url: string, schema?: string): Promise<Store> {
   }
 }
 
-async function migrate(db: Kysely<Database>) {
-  const migrator = new Migrator({ db, provider: migrationProvider });
+async function migrate(db: Kysely<Database>, schema?: string) {
+  // With a schema, the migrator must look for its tables there: otherwise it finds another
+  // schema's kysely_migration table (introspection lists every schema) and fails.
+  const migrator = new Migrator({
+    db,
+    provider: migrationProvider,
+    ...(schema ? { migrationTableSchema: schema } : {}),
+  });
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((r) => r.status === 'Error');
   if (error || failed) {

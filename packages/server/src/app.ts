@@ -1,6 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import swagger from '@fastify/swagger';
-import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance, LogController } from 'fastify';
 import type { DestinationStream } from 'pino';
@@ -14,6 +12,7 @@ import type { Config } from './config.ts';
 import { DomainEvents } from './events.ts';
 import { loggerOptions } from './http/logging.ts';
 import { Metrics } from './http/metrics.ts';
+import { installOpenApi } from './http/openapi.ts';
 import { installErrorHandling, sendProblem } from './http/problem.ts';
 import { linksPlugin } from './links/plugin.ts';
 import { realtimePlugin } from './realtime/plugin.ts';
@@ -71,6 +70,10 @@ export interface BuildOptions {
 export type SvcApp = FastifyInstance & { withTypeProvider(): FastifyInstance };
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+// Request ids: a random per-process prefix and a counter: unique across nodes, and cheap
+// (a CSPRNG call per request costs more than the whole key check).
+const REQUEST_ID_PREFIX = `req_${randomBytes(6).toString('base64url')}`;
+let requestCounter = 0;
 
 /**
  * Builds the whole server: stores, shared state, the key gate, the admin API and every
@@ -128,7 +131,8 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     genReqId: (req) => {
       const incoming = req.headers['request-id'] ?? req.headers['x-request-id'];
       if (typeof incoming === 'string' && REQUEST_ID.test(incoming)) return incoming;
-      return `req_${randomBytes(12).toString('base64url')}`;
+      requestCounter = (requestCounter + 1) % Number.MAX_SAFE_INTEGER;
+      return `${REQUEST_ID_PREFIX}${requestCounter.toString(36)}`;
     },
     logController: new LogController({
       disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace',
@@ -155,31 +159,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   });
   installErrorHandling(app);
 
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.1.0',
-      info: {
-        title: 'Svc API',
-        version: '1.0.0',
-        description:
-          'Realtime, Links and Verify behind one key system. Errors are application/problem+json (RFC 9457) with a stable `code`.',
-      },
-      servers: [{ url: config.publicUrl }],
-      components: {
-        securitySchemes: {
-          apiKey: {
-            type: 'http',
-            scheme: 'bearer',
-            description: 'A client (svc_pk_) or server (svc_sk_) key',
-          },
-          projectId: { type: 'apiKey', in: 'header', name: 'X-Project-Id' },
-          adminToken: { type: 'http', scheme: 'bearer', description: 'The operator admin token' },
-        },
-      },
-    },
-  });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  await installOpenApi(app, config.publicUrl);
 
   app.get(
     '/.well-known/jwks.json',

@@ -15,6 +15,24 @@ async function main() {
   }
   const admin = resolveAdminToken(config);
   const app = await buildApp({ config, adminToken: admin.token, defaultMetrics: true });
+  // Handlers first: a signal that arrives while starting still shuts down cleanly.
+  let closing = false;
+  const shutdown = async (signal: string) => {
+    if (closing) return;
+    closing = true;
+    app.log.info({ signal }, 'shutting down');
+    const force = setTimeout(() => process.exit(1), 10_000).unref();
+    try {
+      await app.close();
+      clearTimeout(force);
+      process.exit(0);
+    } catch (err) {
+      app.log.error({ err }, 'shutdown failed');
+      process.exit(1);
+    }
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
   const created = config.bootstrap ? await bootstrapDefaultProject(app.svc) : null;
   await app.listen({ port: config.port, host: config.host });
   const address = app.server.address();
@@ -42,24 +60,6 @@ async function main() {
   lines.push('');
   // Printed to the terminal, not the log: the log must never carry key material.
   process.stdout.write(`${lines.join('\n')}\n`);
-
-  let closing = false;
-  const shutdown = async (signal: string) => {
-    if (closing) return;
-    closing = true;
-    app.log.info({ signal }, 'shutting down');
-    const force = setTimeout(() => process.exit(1), 10_000).unref();
-    try {
-      await app.close();
-      clearTimeout(force);
-      process.exit(0);
-    } catch (err) {
-      app.log.error({ err }, 'shutdown failed');
-      process.exit(1);
-    }
-  };
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  process.on('SIGINT', () => void shutdown('SIGINT'));
 }
 
 main().catch((err) => {

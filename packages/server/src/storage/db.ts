@@ -69,7 +69,9 @@ async function openPostgres(url: string, schema?: string): Promise<Store> {
       dialect: new PostgresDialect({ pool: new pg.Pool(poolOptions) }),
     });
     try {
-      await migrate(db, schema);
+      // Name the schema: Kysely otherwise takes migration tables found in any schema as ours.
+      const current = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);
+      await migrate(db, current.rows[0]?.schema ?? schema ?? 'public');
     } catch (err) {
       await db.destroy();
       throw err;
@@ -89,14 +91,8 @@ async function openPostgres(url: string, schema?: string): Promise<Store> {
   }
 }
 
-async function migrate(db: Kysely<Database>, schema?: string) {
-  // With a schema, the migrator must look for its tables there: otherwise it finds another
-  // schema's kysely_migration table (introspection lists every schema) and fails.
-  const migrator = new Migrator({
-    db,
-    provider: migrationProvider,
-    ...(schema ? { migrationTableSchema: schema } : {}),
-  });
+async function migrate(db: Kysely<Database>, migrationTableSchema?: string) {
+  const migrator = new Migrator({ db, provider: migrationProvider, migrationTableSchema });
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((r) => r.status === 'Error');
   if (error || failed) {

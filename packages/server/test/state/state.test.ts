@@ -1,0 +1,89 @@
+import assert from 'node:assert/strict';
+import { after, describe, test } from 'node:test';
+import { freshState, REDIS_URL } from '../helpers.ts';
+
+const KINDS = ['memory', ...(REDIS_URL ? ['redis' as const] : [])] as const;
+
+for (const kind of KINDS) {
+  describe(`shared state (${kind})`, () => {
+    const fresh = freshState(kind);
+    const { state } = fresh;
+    after(() => fresh.drop());
+    const minute = 60_000;
+    const t0 = Date.parse('2026-06-01T00:00:00.000Z');
+
+    test('a fixed burst gets exactly the limit', async () => {
+      const results = await Promise.all(
+        Array.from({ length: 15 }, () => state.rateLimit('burst', 10, minute, t0 + 1000)),
+      );
+      assert.equal(results.filter((r) => r.allowed).length, 10);
+      const refused = results.find((r) => !r.allowed)!;
+      assert.equal(refused.remaining, 0);
+      assert.ok(refused.retryAfterSeconds >= 1);
+    });
+
+    test('the window slides: the previous window weighs in proportionally', async () => {
+      for (let i = 0; i < 10; i++)
+        assert.ok((await state.rateLimit('slide', 10, minute, t0 + 30_000)).allowed);
+      // Half-way through the next window, half of the previous count still weighs: 5 more fit.
+      const next = t0 + minute + 30_000;
+      let allowed = 0;
+      for (let i = 0; i < 10; i++)
+        if ((await state.rateLimit('slide', 10, minute, next)).allowed) allowed++;
+      assert.equal(allowed, 5);
+      // Two windows later, everything has decayed.
+      assert.ok((await state.rateLimit('slide', 10, minute, t0 + 3 * minute)).allowed);
+    });
+
+    test('remaining counts down and buckets are independent', async () => {
+      const a = await state.rateLimit('a', 3, minute, t0);
+      const b = await state.rateLimit('b', 3, minute, t0);
+      assert.equal(a.remaining, 2);
+      assert.equal(b.remaining, 2);
+      assert.equal((await state.rateLimit('a', 3, minute, t0)).remaining, 1);
+    });
+
+    test('publish reaches subscribers; unsubscribe stops delivery', async () => {
+      const got: string[] = [];
+      const unsubscribe = await state.subscribe('chan', (m) => got.push(m));
+      const other = await state.subscribe('chan', () => {});
+      const seen = new Promise<void>((resolve) => {
+        state.subscribe('chan', (m) => m === 'two' && resolve());
+      });
+      await state.publish('chan', 'one');
+      await state.publish('chan', 'two');
+      await seen;
+      assert.deepEqual(got, ['one', 'two']);
+      await unsubscribe();
+      await other();
+      assert.equal(await state.ping(), true);
+    });
+  });
+}
+
+test('a second Redis state with the same prefix sees the same counters and messages', {
+  skip: !REDIS_URL && 'needs REDIS_URL',
+}, async () => {
+  const one = freshState('redis');
+  const two = freshState('redis', one.prefix);
+  try {
+    const t = Date.parse('2026-06-01T00:00:10.000Z');
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        (i % 2 ? one.state : two.state).rateLimit('shared', 12, 60_000, t),
+      ),
+    );
+    assert.equal(results.filter((r) => r.allowed).length, 12);
+    let deliver!: (m: string) => void;
+    const received = new Promise<string>((resolve) => {
+      deliver = resolve;
+    });
+    // subscribe() resolves once the subscription is live, so the message cannot be missed.
+    await two.state.subscribe('x', (m) => deliver(m));
+    await one.state.publish('x', 'hello');
+    assert.equal(await received, 'hello');
+  } finally {
+    await two.state.close();
+    await one.drop();
+  }
+});

@@ -1,0 +1,107 @@
+import assert from 'node:assert/strict';
+import { after, describe, test } from 'node:test';
+import pg from 'pg';
+import { openStore } from '../../src/storage/db.ts';
+import { MIGRATIONS } from '../../src/storage/migrations.ts';
+import { DATABASE_URL, DIALECTS, freshStore, uniqueName } from '../helpers.ts';
+
+for (const dialect of DIALECTS) {
+  describe(`storage (${dialect})`, () => {
+    test('migrations create every table and are idempotent', async () => {
+      const fresh = await freshStore(dialect);
+      try {
+        const tables = (await fresh.store.db.introspection.getTables()).map((t) => t.name);
+        for (const t of ['projects', 'api_keys', 'signing_keys']) assert.ok(tables.includes(t), t);
+        const applied = await fresh.store.db
+          .selectFrom('kysely_migration' as any)
+          .select('name' as any)
+          .execute();
+        assert.equal(applied.length, Object.keys(MIGRATIONS).length);
+        // Opening the same database again applies nothing and fails nothing.
+        if (dialect === 'postgres') {
+          const again = await openStore({ databaseUrl: DATABASE_URL, pgSchema: fresh.schema });
+          await again.close();
+        }
+      } finally {
+        await fresh.drop();
+      }
+    });
+
+    test('a key row round-trips and the hash is unique', async () => {
+      const fresh = await freshStore(dialect);
+      try {
+        const db = fresh.store.db;
+        const now = new Date().toISOString();
+        await db
+          .insertInto('projects')
+          .values({
+            id: 'prj_1',
+            name: 'p',
+            products: '[]',
+            webhooks_enabled: 0,
+            settings: '{}',
+            created_at: now,
+            updated_at: now,
+          })
+          .execute();
+        const row = {
+          id: 'key_1',
+          project_id: 'prj_1',
+          type: 'client' as const,
+          name: null,
+          key_hash: 'h',
+          prefix: 'svc_pk_abcd',
+          last4: 'wxyz',
+          scopes: '["links"]',
+          allowed_origins: '[]',
+          allowed_bundle_ids: '[]',
+          allowed_ips: '[]',
+          rate_limit_per_minute: 5,
+          expires_at: null,
+          revoked_at: null,
+          replaced_by: null,
+          created_at: now,
+        };
+        await db.insertInto('api_keys').values(row).execute();
+        assert.deepEqual(
+          await db.selectFrom('api_keys').selectAll().where('id', '=', 'key_1').executeTakeFirst(),
+          row,
+        );
+        await assert.rejects(
+          db
+            .insertInto('api_keys')
+            .values({ ...row, id: 'key_2' })
+            .execute(),
+        );
+        // Deleting the project removes its keys.
+        await db.deleteFrom('projects').where('id', '=', 'prj_1').execute();
+        assert.equal((await db.selectFrom('api_keys').selectAll().execute()).length, 0);
+      } finally {
+        await fresh.drop();
+      }
+    });
+  });
+}
+
+describe('storage (postgres): several nodes migrating at once', {
+  skip: !DATABASE_URL && 'needs DATABASE_URL',
+}, () => {
+  const schema = uniqueName('t');
+  after(async () => {
+    const client = new pg.Client({ connectionString: DATABASE_URL });
+    await client.connect();
+    await client.query(`drop schema if exists ${schema} cascade`);
+    await client.end();
+  });
+  test('five stores opened concurrently on an empty schema all succeed, migrating once', async () => {
+    const stores = await Promise.all(
+      Array.from({ length: 5 }, () => openStore({ databaseUrl: DATABASE_URL, pgSchema: schema })),
+    );
+    const rows = await stores[0].db
+      .selectFrom('kysely_migration' as any)
+      .select('name' as any)
+      .execute();
+    assert.equal(rows.length, Object.keys(MIGRATIONS).length);
+    await Promise.all(stores.map((s) => s.close()));
+  });
+});

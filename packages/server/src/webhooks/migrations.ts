@@ -72,7 +72,8 @@ export const webhooksMigrations: Record<string, Migration> = {
       await db.schema
         .createIndex('webhook_deliveries_due_idx')
         .on('webhook_deliveries')
-        .columns(['next_attempt_at'])
+        // The claim's ORDER BY: lets it stop after LIMIT eligible rows instead of sorting all.
+        .columns(['next_attempt_at', 'event_seq'])
         .where(sql.ref('status'), '=', 'pending')
         .execute();
       await db.schema

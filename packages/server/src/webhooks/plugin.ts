@@ -4,7 +4,7 @@ import { WebhookEndpoints } from './endpoints.ts';
 import { WebhookMetrics } from './metrics.ts';
 import { Outbox } from './outbox.ts';
 import { webhookAdminRoutes } from './routes.ts';
-import { DeliveryWorker } from './worker.ts';
+import { DeliveryWorker, PENDING } from './worker.ts';
 
 declare module '../app.ts' {
   interface Services {
@@ -24,7 +24,7 @@ export const webhooksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
     const row = await store.db
       .selectFrom('webhook_deliveries')
       .select((eb) => eb.fn.countAll<number>().as('n'))
-      .where('status', '=', 'pending')
+      .where('status', '=', PENDING)
       .executeTakeFirst();
     return Number(row?.n ?? 0);
   });

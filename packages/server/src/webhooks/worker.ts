@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
+import { sql } from 'kysely';
 import type { Clock } from '../clock.ts';
 import { newId } from '../ids.ts';
 import type { Store } from '../storage/db.ts';
@@ -23,6 +24,23 @@ export interface WorkerOptions {
   allowPrivate: boolean;
   /** Names this node in attempt records; random by default. */
   nodeId?: string;
+}
+
+/**
+ * `'pending'` inlined as a literal, not a parameter: SQLite uses the partial indexes (`WHERE
+ * status = 'pending'`) only when the query names the same literal.
+ */
+export const PENDING = sql.lit('pending' as const);
+
+interface AttemptContext {
+  id: string;
+  payload: string;
+  url: string;
+  enabled: number;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_expires_at: string | null;
+  webhooks_enabled: number;
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -88,9 +106,15 @@ export class DeliveryWorker {
       let delayMs = this.options.pollMs;
       try {
         const free = this.options.concurrency - this.inFlight.size;
-        if (free > 0) {
+        // Claim in batches (half the slots at least) rather than one row per finished attempt:
+        // a claim is the costliest query; a lone idle worker still claims at once.
+        const batch = Math.max(1, Math.floor(this.options.concurrency / 2));
+        if (free >= batch || this.inFlight.size === 0) {
           const claimed = await this.claim(free);
-          for (const delivery of claimed) this.track(this.attempt(delivery));
+          const contexts = await this.contexts(claimed);
+          for (const delivery of claimed) {
+            this.track(this.attempt(delivery, contexts.get(delivery.id)));
+          }
           if (claimed.length === free) continue;
           delayMs = await this.untilNextDueMs();
         }
@@ -129,7 +153,7 @@ export class DeliveryWorker {
     const row = await this.options.store.db
       .selectFrom('webhook_deliveries')
       .select((eb) => eb.fn.min('next_attempt_at').as('next'))
-      .where('status', '=', 'pending')
+      .where('status', '=', PENDING)
       .where('next_attempt_at', '>', iso(now))
       .executeTakeFirst();
     if (!row?.next) return this.options.pollMs;
@@ -146,7 +170,7 @@ export class DeliveryWorker {
     const due = store.db
       .selectFrom('webhook_deliveries as d')
       .select('d.id')
-      .where('d.status', '=', 'pending')
+      .where('d.status', '=', PENDING)
       .where('d.next_attempt_at', '<=', now)
       .where((eb) => eb.or([eb('d.lease_until', 'is', null), eb('d.lease_until', '<', now)]))
       .where(({ not, exists, selectFrom }) =>
@@ -157,7 +181,7 @@ export class DeliveryWorker {
               .whereRef('e.endpoint_id', '=', 'd.endpoint_id')
               .whereRef('e.ordering_key', '=', 'd.ordering_key')
               .whereRef('e.event_seq', '<', 'd.event_seq')
-              .where('e.status', '=', 'pending'),
+              .where('e.status', '=', PENDING),
           ),
         ),
       )
@@ -174,12 +198,18 @@ export class DeliveryWorker {
       .execute();
   }
 
-  private async attempt(delivery: WebhookDeliveriesTable) {
-    const { store, clock } = this.options;
-    const endpoint = await store.db
-      .selectFrom('webhook_endpoints as e')
+  /** What the attempts need (body, endpoint, project switch), for a whole batch in one query. */
+  private async contexts(claimed: WebhookDeliveriesTable[]) {
+    const map = new Map<string, AttemptContext>();
+    if (claimed.length === 0) return map;
+    const rows = await this.options.store.db
+      .selectFrom('webhook_deliveries as d')
+      .innerJoin('webhook_events as ev', 'ev.seq', 'd.event_seq')
+      .innerJoin('webhook_endpoints as e', 'e.id', 'd.endpoint_id')
       .innerJoin('projects as p', 'p.id', 'e.project_id')
       .select([
+        'd.id',
+        'ev.payload',
         'e.url',
         'e.enabled',
         'e.secret',
@@ -187,9 +217,19 @@ export class DeliveryWorker {
         'e.previous_secret_expires_at',
         'p.webhooks_enabled',
       ])
-      .where('e.id', '=', delivery.endpoint_id)
-      .executeTakeFirst();
-    if (!endpoint) return; // deleted: its deliveries went with it
+      .where(
+        'd.id',
+        'in',
+        claimed.map((d) => d.id),
+      )
+      .execute();
+    for (const row of rows) map.set(row.id, row);
+    return map;
+  }
+
+  private async attempt(delivery: WebhookDeliveriesTable, endpoint: AttemptContext | undefined) {
+    const { clock } = this.options;
+    if (!endpoint) return; // endpoint deleted: its deliveries went with it
     if (endpoint.webhooks_enabled !== 1 || endpoint.enabled !== 1) {
       // Nothing is sent while a switch is off; the delivery stays listed and can be retried.
       await this.finish(delivery, {
@@ -201,13 +241,7 @@ export class DeliveryWorker {
       });
       return;
     }
-    const event = await store.db
-      .selectFrom('webhook_events')
-      .select('payload')
-      .where('id', '=', delivery.event_id)
-      .executeTakeFirst();
-    if (!event) return;
-
+    const event = endpoint;
     const startedMs = clock.now();
     const url = parseWebhookUrl(endpoint.url);
     const check = url

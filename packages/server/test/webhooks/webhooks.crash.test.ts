@@ -26,7 +26,10 @@ for (const db of ['sqlite', ...(DATABASE_URL ? ['postgres'] : [])] as const) {
       SVC_WEBHOOK_TIMEOUT_MS: '2000',
       // A dead node's claims expire after this (PostgreSQL); SQLite restarts take them back.
       SVC_WEBHOOK_LEASE_MS: '2500',
-      ...(db === 'postgres' ? { DATABASE_URL: DATABASE_URL!, SVC_TEST_PG_SCHEMA: schema } : {}),
+      // Empty means unset: the SQLite case must not inherit the runner's DATABASE_URL.
+      DATABASE_URL: db === 'postgres' ? DATABASE_URL! : '',
+      REDIS_URL: '',
+      SVC_TEST_PG_SCHEMA: db === 'postgres' ? schema : '',
     };
     const nodes: NodeProcess[] = [];
     let receiver: Receiver;

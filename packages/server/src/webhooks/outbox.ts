@@ -1,4 +1,5 @@
 import type { WebhookEvent } from '@svc/protocol';
+import { sql } from 'kysely';
 import type { Clock } from '../clock.ts';
 import type { DomainEvent } from '../events.ts';
 import { newId } from '../ids.ts';
@@ -61,40 +62,67 @@ export class Outbox {
       data: event.data,
     };
     const orderingKey = event.orderingKey ?? null;
-    const deliveryIds = await this.store.db.transaction().execute(async (trx) => {
-      const { seq } = await trx
-        .insertInto('webhook_events')
-        .values({
-          id,
-          project_id: event.projectId,
-          type: event.type,
-          ordering_key: orderingKey,
-          payload: JSON.stringify(body),
-          created_at: now,
-        })
-        .returning('seq')
-        .executeTakeFirstOrThrow();
-      const rows: WebhookDeliveriesTable[] = matching.map((endpoint) => ({
-        id: newId('whd', nowMs),
-        event_seq: seq,
-        event_id: id,
-        event_type: event.type,
-        endpoint_id: endpoint.id,
-        project_id: event.projectId,
-        ordering_key: orderingKey,
-        status: 'pending',
-        attempt_count: 0,
-        next_attempt_at: new Date(nowMs + this.firstDelayMs).toISOString(),
-        lease_until: null,
-        lease_token: null,
-        last_status_code: null,
-        last_error: null,
-        created_at: now,
-        updated_at: now,
-      }));
-      await trx.insertInto('webhook_deliveries').values(rows).execute();
-      return rows.map((r) => r.id);
+    const eventRow = {
+      id,
+      project_id: event.projectId,
+      type: event.type,
+      ordering_key: orderingKey,
+      payload: JSON.stringify(body),
+      created_at: now,
+    };
+    const nextAttemptAt = new Date(nowMs + this.firstDelayMs).toISOString();
+    const deliveryIds = matching.map(() => newId('whd', nowMs));
+    const deliveryRow = (i: number, seq: number | string): WebhookDeliveriesTable => ({
+      id: deliveryIds[i],
+      event_seq: seq,
+      event_id: id,
+      event_type: event.type,
+      endpoint_id: matching[i].id,
+      project_id: event.projectId,
+      ordering_key: orderingKey,
+      status: 'pending',
+      attempt_count: 0,
+      next_attempt_at: nextAttemptAt,
+      lease_until: null,
+      lease_token: null,
+      last_status_code: null,
+      last_error: null,
+      created_at: now,
+      updated_at: now,
     });
+    if (this.store.dialect === 'postgres') {
+      // One statement (atomic on its own) instead of BEGIN, two INSERTs and COMMIT: an emit
+      // costs two round trips instead of five. SQLite has no INSERT inside WITH, and its
+      // transactions cost no round trips anyway.
+      const template = deliveryRow(0, 0);
+      const columns = Object.keys(template) as (keyof WebhookDeliveriesTable)[];
+      await sql`with ev as (${this.store.db.insertInto('webhook_events').values(eventRow).returning('seq')})
+        insert into webhook_deliveries (${sql.join(columns.map((c) => sql.ref(c)))})
+        select ${sql.join(
+          columns.map((c) =>
+            c === 'event_seq'
+              ? sql`ev.seq`
+              : c === 'id' || c === 'endpoint_id'
+                ? sql.ref(`v.${c}`)
+                : sql`${template[c]}`,
+          ),
+        )}
+        from ev, (values ${sql.join(
+          matching.map((endpoint, i) => sql`(${deliveryIds[i]}, ${endpoint.id})`),
+        )}) as v (id, endpoint_id)`.execute(this.store.db);
+    } else {
+      await this.store.db.transaction().execute(async (trx) => {
+        const { seq } = await trx
+          .insertInto('webhook_events')
+          .values(eventRow)
+          .returning('seq')
+          .executeTakeFirstOrThrow();
+        await trx
+          .insertInto('webhook_deliveries')
+          .values(matching.map((_, i) => deliveryRow(i, seq)))
+          .execute();
+      });
+    }
     this.metrics.enqueued.inc({ type: event.type });
     this.onEnqueued();
     return { eventId: id, deliveryIds };

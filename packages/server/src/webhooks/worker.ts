@@ -304,46 +304,57 @@ export class DeliveryWorker {
     metrics.attempts.inc({
       result: success ? 'success' : gone ? 'gone' : result.error ? 'error' : 'failure',
     });
-    await store.db.transaction().execute(async (trx) => {
-      await trx
-        .insertInto('webhook_attempts')
-        .values({
-          id: newId('wha', nowMs),
-          delivery_id: delivery.id,
-          attempt,
-          attempted_at: iso(startedMs),
-          status_code: code ?? null,
-          latency_ms: result.latencyMs,
-          error: error?.slice(0, ERROR_LIMIT) ?? null,
-          response_body: result.body ?? null,
-          next_attempt_at: nextAttemptAt,
-          node_id: this.nodeId,
-        })
-        .execute();
-      await trx
+    const attemptRow = {
+      id: newId('wha', nowMs),
+      delivery_id: delivery.id,
+      attempt,
+      attempted_at: iso(startedMs),
+      status_code: code ?? null,
+      latency_ms: result.latencyMs,
+      error: error?.slice(0, ERROR_LIMIT) ?? null,
+      response_body: result.body ?? null,
+      next_attempt_at: nextAttemptAt,
+      node_id: this.nodeId,
+    };
+    const patch = {
+      status,
+      attempt_count: attempt,
+      next_attempt_at: nextAttemptAt,
+      lease_until: null,
+      lease_token: null,
+      last_status_code: code ?? null,
+      last_error: error?.slice(0, ERROR_LIMIT) ?? null,
+      updated_at: iso(nowMs),
+    };
+    // Only the lease holder writes: if the lease was lost, another node owns the delivery.
+    const leaseToken = delivery.lease_token ?? '';
+    if (store.dialect === 'postgres' && !gone) {
+      // The common case in one statement (one round trip instead of four).
+      await store.db
+        .with('attempt', (db) => db.insertInto('webhook_attempts').values(attemptRow))
         .updateTable('webhook_deliveries')
-        .set({
-          status,
-          attempt_count: attempt,
-          next_attempt_at: nextAttemptAt,
-          lease_until: null,
-          lease_token: null,
-          last_status_code: code ?? null,
-          last_error: error?.slice(0, ERROR_LIMIT) ?? null,
-          updated_at: iso(nowMs),
-        })
+        .set(patch)
         .where('id', '=', delivery.id)
-        // Only the lease holder writes: if the lease was lost, another node owns the delivery.
-        .where('lease_token', '=', delivery.lease_token)
+        .where('lease_token', '=', leaseToken)
         .execute();
-      if (gone) {
+    } else {
+      await store.db.transaction().execute(async (trx) => {
+        await trx.insertInto('webhook_attempts').values(attemptRow).execute();
         await trx
-          .updateTable('webhook_endpoints')
-          .set({ enabled: 0, disabled_reason: 'gone', updated_at: iso(nowMs) })
-          .where('id', '=', delivery.endpoint_id)
+          .updateTable('webhook_deliveries')
+          .set(patch)
+          .where('id', '=', delivery.id)
+          .where('lease_token', '=', leaseToken)
           .execute();
-      }
-    });
+        if (gone) {
+          await trx
+            .updateTable('webhook_endpoints')
+            .set({ enabled: 0, disabled_reason: 'gone', updated_at: iso(nowMs) })
+            .where('id', '=', delivery.endpoint_id)
+            .execute();
+        }
+      });
+    }
     if (status !== 'pending') metrics.finished.inc({ status });
   }
 

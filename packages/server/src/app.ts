@@ -1,10 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyInstance, LogController } from 'fastify';
+import Fastify, {
+  type FastifyInstance,
+  LogController,
+  type onRequestAsyncHookHandler,
+} from 'fastify';
 import type { DestinationStream } from 'pino';
 import { KeyService } from './admin/keys.ts';
 import { ProjectService } from './admin/projects.ts';
-import { type AdminGuard, adminRoutes, adminTokenGuard } from './admin/routes.ts';
+import { adminRoutes, adminTokenHook } from './admin/routes.ts';
 import { installGate } from './auth/gate.ts';
 import { KeyStore } from './auth/key-store.ts';
 import { type Clock, systemClock } from './clock.ts';
@@ -39,8 +43,8 @@ export interface Services {
   secret: string;
   /** Domain events (room.started, participant.joined…); the webhooks area subscribes. */
   events: DomainEvents;
-  /** The admin-token check, for areas' own `/v1/admin` routes (add it as an onRequest hook). */
-  adminGuard: AdminGuard;
+  /** The admin-token check, for an area's own routes under `/v1/admin` (an onRequest hook). */
+  adminGuard: onRequestAsyncHookHandler;
 }
 
 declare module 'fastify' {
@@ -109,8 +113,8 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     keys,
     signingKeys,
     events: new DomainEvents(),
-    adminGuard: adminTokenGuard(options.adminToken),
     secret: options.secret ?? resolveServerSecret(config),
+    adminGuard: adminTokenHook(options.adminToken),
   };
 
   const logger = loggerOptions(config.logLevel);

@@ -1,4 +1,6 @@
 import path from 'node:path';
+import { loadRealtimeConfig, type RealtimeConfig } from './realtime/config.ts';
+import { loadSmsSenderConfig, type SmsSenderConfig } from './verify/sms-config.ts';
 
 /** Everything the server reads from its environment. Names are part of the public contract. */
 export interface Config {
@@ -54,6 +56,10 @@ export interface Config {
   logLevel: string;
   /** `SVC_BOOTSTRAP` (true): create the `default` project and keys on first start with an empty store. */
   bootstrap: boolean;
+  /** `SVC_SMS_SENDER` (console) and `SVC_TWILIO_*`: the default SMS sender (see verify/sms-config.ts). */
+  smsSender: SmsSenderConfig;
+  /** Realtime settings (`SVC_REALTIME_*`, see realtime/config.ts). */
+  realtime: RealtimeConfig;
 }
 
 export class ConfigError extends Error {}
@@ -156,5 +162,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bodyLimitBytes: int(env, 'SVC_BODY_LIMIT', 1_048_576, 1024, 100 * 1_048_576),
     logLevel,
     bootstrap: bool(env, 'SVC_BOOTSTRAP', true),
+    smsSender: loadSmsSenderConfig(env, (message) => {
+      throw new ConfigError(message);
+    }),
+    realtime: loadRealtimeConfig(env),
   };
 }

@@ -19,12 +19,23 @@ export function toProject(row: ProjectsTable): Project {
   };
 }
 
-/** A settings validator per product: throws ApiError('invalid_request') for bad settings. */
-export type SettingsValidator = (value: unknown, project: Project) => Record<string, unknown>;
+/**
+ * A settings validator per product: returns the normalised settings, or throws an ApiError
+ * (`invalid_request`, or a product's own code) for bad ones. May be async (e.g. to check that
+ * no other project claims the same value).
+ */
+export type SettingsValidator = (
+  value: unknown,
+  project: Project,
+) => Record<string, unknown> | Promise<Record<string, unknown>>;
+
+/** Called after a project was updated or deleted (e.g. to drop caches derived from it). */
+export type ProjectListener = (projectId: string) => void;
 
 /** Projects: create, read, update (including per-product settings), delete. */
 export class ProjectService {
   private settingsValidators = new Map<string, SettingsValidator>();
+  private listeners: ProjectListener[] = [];
 
   constructor(
     private store: Store,
@@ -35,6 +46,15 @@ export class ProjectService {
   /** Lets a product area validate (and normalise) its part of `settings` on PATCH. */
   registerSettings(product: string, validator: SettingsValidator) {
     this.settingsValidators.set(product, validator);
+  }
+
+  /** Calls `listener` with the project id after each update or delete made on this node. */
+  onChange(listener: ProjectListener) {
+    this.listeners.push(listener);
+  }
+
+  private changed(id: string) {
+    for (const listener of this.listeners) listener(id);
   }
 
   async create(body: CreateProjectBody): Promise<Project> {
@@ -82,7 +102,7 @@ export class ProjectService {
           errors: [{ path: `body.settings.${product}`, message: 'is not supported' }],
         });
       }
-      settings[product] = validate(value, current);
+      settings[product] = await validate(value, current);
     }
     const patch: Partial<ProjectsTable> = {
       updated_at: new Date(this.clock.now()).toISOString(),
@@ -93,6 +113,7 @@ export class ProjectService {
     if (body.webhooksEnabled !== undefined) patch.webhooks_enabled = body.webhooksEnabled ? 1 : 0;
     await this.store.db.updateTable('projects').set(patch).where('id', '=', id).execute();
     if (body.products !== undefined) await this.keys.invalidateEverywhere();
+    this.changed(id);
     return this.get(id);
   }
 
@@ -104,5 +125,6 @@ export class ProjectService {
       .executeTakeFirst();
     if (result.numDeletedRows === 0n) throw new ApiError('project_not_found');
     await this.keys.invalidateEverywhere();
+    this.changed(id);
   }
 }

@@ -12,7 +12,7 @@ import {
   UpdateKeyBody,
   UpdateProjectBody,
 } from '@svc/protocol';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { onRequestAsyncHookHandler } from 'fastify';
 import { sendProblem } from '../http/problem.ts';
 import type { KeyService } from './keys.ts';
 import type { ProjectService } from './projects.ts';
@@ -35,14 +35,11 @@ function digest(value: string) {
   return createHash('sha256').update(value).digest();
 }
 
-/** An onRequest hook that refuses requests without `Authorization: Bearer <admin token>`. */
-export type AdminGuard = (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
-
 /**
- * Builds the admin-token check (`missing_admin_token` / `invalid_admin_token`). Product areas
- * add it as an `onRequest` hook on their own `/v1/admin` routes (`svc.adminGuard`).
+ * The admin-token check as an onRequest hook: `Authorization: Bearer <admin token>`, compared
+ * in constant time. Product areas guard their own `/v1/admin` routes with it (`svc.adminGuard`).
  */
-export function adminTokenGuard(adminToken: string): AdminGuard {
+export function adminTokenHook(adminToken: string): onRequestAsyncHookHandler {
   const expected = digest(adminToken);
   return async (request, reply) => {
     const authorization = request.headers.authorization;
@@ -56,13 +53,13 @@ export function adminTokenGuard(adminToken: string): AdminGuard {
 
 /**
  * The operator's admin API under `/admin`, guarded by the admin token. Each product area adds
- * its own admin routes in its plugin with the same guard (`svc.adminGuard`).
+ * its own admin routes in its plugin with the same `adminOnly` hook.
  */
 export const adminRoutes: FastifyPluginAsyncTypebox<AdminDeps> = async (
   app,
   { adminToken, projects, keys },
 ) => {
-  app.addHook('onRequest', adminTokenGuard(adminToken));
+  app.addHook('onRequest', adminTokenHook(adminToken));
 
   const tags = ['admin'];
   const security = [{ adminToken: [] }];

@@ -1,5 +1,46 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { Services } from '../app.ts';
+import { ClickRecorder } from './clicks.ts';
+import { publicLinkRoutes } from './redirect.ts';
+import { sdkLinkRoutes } from './routes.ts';
+import { LinkService } from './service.ts';
+import { LinkDirectory, linkSettingsValidator } from './settings.ts';
 
-/** The Links area: registered by app.ts under /v1 with the shared services. */
-export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async () => {};
+const PROJECTS_CHANNEL = 'links:projects';
+
+/**
+ * The Links area: project link settings, `/v1/sdk/links` (CRUD, resolve, deferred, events,
+ * stats), and the public redirect and well-known routes on every link domain.
+ */
+export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { svc }) => {
+  const defaultHost = new URL(svc.config.publicUrl).host.toLowerCase();
+  const directory = new LinkDirectory(svc.store, svc.clock, defaultHost);
+  const clicks = new ClickRecorder(svc.store, app.log);
+  const service = new LinkService(
+    svc.store,
+    svc.state,
+    svc.clock,
+    directory,
+    clicks,
+    svc.secret,
+    svc.config.publicUrl,
+  );
+  svc.projects.registerSettings('links', linkSettingsValidator(svc.store, defaultHost));
+  // A project changed here: drop our cached settings and tell the other nodes to do the same.
+  svc.projects.onChange((projectId) => {
+    directory.invalidate();
+    service.forgetProject(projectId).catch((err) => app.log.warn({ err }, 'click cleanup failed'));
+    svc.state.publish(PROJECTS_CHANNEL, '').catch((err) => app.log.warn({ err }, 'publish failed'));
+  });
+  const unsubscribers = await Promise.all([
+    svc.state.subscribe(PROJECTS_CHANNEL, () => directory.invalidate()),
+    service.listen(),
+  ]);
+  app.addHook('onClose', async () => {
+    await clicks.flush();
+    await Promise.all(unsubscribers.map((u) => u().catch(() => {})));
+  });
+
+  publicLinkRoutes(app, service, directory);
+  await app.register(sdkLinkRoutes, { prefix: '/v1', service });
+};

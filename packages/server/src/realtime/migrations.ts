@@ -1,4 +1,32 @@
-import type { Migration } from 'kysely';
+import type { Kysely, Migration } from 'kysely';
 
 /** Realtime migrations. Names start with 0400_ so they sort after earlier areas; append only. */
-export const realtimeMigrations: Record<string, Migration> = {};
+export const realtimeMigrations: Record<string, Migration> = {
+  '0400_realtime_rooms': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('realtime_rooms')
+        .addColumn('project_id', 'text', (c) =>
+          c.notNull().references('projects.id').onDelete('cascade'),
+        )
+        .addColumn('room_name', 'text', (c) => c.notNull())
+        .addColumn('room_id', 'text', (c) => c.notNull().unique())
+        .addColumn('live_type', 'text', (c) => c.notNull())
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('max_participants', 'integer', (c) => c.notNull())
+        .addColumn('num_participants', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('can_join_with_no_host', 'integer', (c) => c.notNull().defaultTo(1))
+        .addColumn('metadata', 'text')
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('ended_at', 'text')
+        .addColumn('ended_reason', 'text')
+        .addPrimaryKeyConstraint('realtime_rooms_pk', ['project_id', 'room_name'])
+        .execute();
+      await db.schema
+        .createIndex('realtime_rooms_status_idx')
+        .on('realtime_rooms')
+        .columns(['project_id', 'status', 'created_at'])
+        .execute();
+    },
+  },
+};

@@ -1,5 +1,43 @@
+import websocket from '@fastify/websocket';
+import { MAX_FRAME_BYTES } from '@svc/protocol';
 import type { FastifyPluginAsync } from 'fastify';
 import type { Services } from '../app.ts';
+import { RedisState } from '../state/redis.ts';
+import { MemoryRoomStore, type RoomStore } from './room-store.ts';
+import { RedisRoomStore } from './room-store-redis.ts';
+import { RoomService } from './rooms.ts';
+import { realtimeRoutes } from './routes.ts';
+import { SignalingHub } from './signaling.ts';
 
-/** The Realtime area: registered by app.ts under /v1 with the shared services. */
-export const realtimePlugin: FastifyPluginAsync<{ svc: Services }> = async () => {};
+/**
+ * The Realtime area: REST routes under /v1/realtime and the signaling WebSocket at
+ * /v1/realtime/ws. Room state lives in a RoomStore over the shared state (in process, or Redis
+ * when the shared state is Redis), so every node serves every room.
+ */
+export const realtimePlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { svc }) => {
+  const cfg = svc.config.realtime;
+  const now = () => svc.clock.now();
+  const store: RoomStore =
+    svc.state instanceof RedisState
+      ? new RedisRoomStore(svc.state, now, cfg.replayBuffer)
+      : new MemoryRoomStore(now, cfg.replayBuffer);
+  const rooms = new RoomService(svc, store, cfg, svc.state.kind === 'redis');
+  const hub = new SignalingHub(svc, rooms, store, cfg, app.log);
+
+  app.addHook('onReady', async () => {
+    await rooms.reviveOpenRooms();
+  });
+  // Before @fastify/websocket's own preClose: sessions enter their grace period, then sockets close.
+  app.addHook('preClose', async () => {
+    await hub.close();
+  });
+  app.addHook('onClose', async () => {
+    await store.close();
+  });
+  await app.register(websocket, { options: { maxPayload: MAX_FRAME_BYTES } });
+
+  app.get('/v1/realtime/ws', { websocket: true, schema: { hide: true } }, (socket, request) =>
+    hub.accept(socket, request.query as Record<string, unknown>),
+  );
+  await app.register(realtimeRoutes, { prefix: '/v1', rooms });
+};

@@ -1,5 +1,15 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { Services } from '../app.ts';
+import { verifyAdminRoutes, verifyRoutes } from './routes.ts';
+import { VerifyService } from './service.ts';
 
-/** The Verify area: registered by app.ts under /v1 with the shared services. */
-export const verifyPlugin: FastifyPluginAsync<{ svc: Services }> = async () => {};
+/**
+ * The Verify area: SMS one-time codes, verification tokens, logs and stats under `/v1`, the
+ * console outbox under `/v1/admin`, and the `settings.verify` validator.
+ */
+export const verifyPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { svc }) => {
+  const service = new VerifyService(svc, app.log);
+  svc.projects.registerSettings('verify', service.settingsValidator());
+  await app.register(verifyRoutes, { prefix: '/v1', service });
+  await app.register(verifyAdminRoutes, { prefix: '/v1/admin', service, guard: svc.adminGuard });
+};

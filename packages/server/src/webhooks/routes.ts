@@ -12,7 +12,7 @@ import {
   WebhookEndpoint,
   WebhookTestResult,
 } from '@svc/protocol';
-import type { AdminGuard } from '../admin/routes.ts';
+import type { onRequestAsyncHookHandler } from 'fastify';
 import type { WebhookEndpoints } from './endpoints.ts';
 
 const Id = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' });
@@ -23,7 +23,7 @@ const DeliveryParams = Type.Object({ projectId: Id, webhookId: Id, deliveryId: I
 /** Webhook endpoints under `/v1/admin/projects/{projectId}/webhooks`, admin token only. */
 export const webhookAdminRoutes: FastifyPluginAsyncTypebox<{
   endpoints: WebhookEndpoints;
-  adminGuard: AdminGuard;
+  adminGuard: onRequestAsyncHookHandler;
 }> = async (app, { endpoints, adminGuard }) => {
   app.addHook('onRequest', adminGuard);
   const tags = ['webhooks'];

@@ -1,0 +1,136 @@
+import autocannon from 'autocannon';
+import { fmt, startChild } from './lib.ts';
+
+interface ServerInfo {
+  port: number;
+  path: string;
+}
+
+const UA = {
+  desktop:
+    'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36',
+  android:
+    'Mozilla/5.0 (Linux; Android 14; Pixel 8 Pro) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.6367.82 Mobile Safari/537.36',
+};
+
+interface Measured {
+  requestsPerSecond: number;
+  /** Server CPU time per request, microseconds. */
+  cpuMicrosPerRequest: number;
+  p99Ms: number;
+  redirects: number;
+  total: number;
+}
+
+/** autocannon for `seconds`, counting 302 answers (the ones we want). */
+async function measure(url: string, userAgent: string, seconds: number): Promise<Measured> {
+  const options = { url, connections: 50, headers: { 'user-agent': userAgent } };
+  const cpuUrl = new URL('/__bench/cpu', url).toString();
+  const cpu = async () => ((await (await fetch(cpuUrl)).json()) as { micros: number }).micros;
+  const before = await cpu();
+  const r = await autocannon({ ...options, duration: seconds });
+  const used = (await cpu()) - before;
+  const stats = (r as unknown as { statusCodeStats?: Record<string, { count: number }> })
+    .statusCodeStats;
+  return {
+    requestsPerSecond: r.requests.average,
+    cpuMicrosPerRequest: used / Math.max(1, r.requests.total),
+    p99Ms: r.latency.p99,
+    redirects: stats?.['302']?.count ?? 0,
+    total: r.requests.total,
+  };
+}
+
+async function oneRedirect(url: string, userAgent: string) {
+  const res = await fetch(url, { headers: { 'user-agent': userAgent }, redirect: 'manual' });
+  if (res.status !== 302) throw new Error(`${url} answered ${res.status}, not 302`);
+  return res.headers.get('location')!;
+}
+
+/**
+ * Redirect throughput: `GET /l/{slug}` on the full Svc server (link lookup, platform detection,
+ * click recording with a keyed fingerprint, store URL with the click id) against a bare Fastify
+ * route answering 302 to a fixed URL, in its own process (the issue's baseline). A third column
+ * runs that same bare handler inside the Svc app, which separates the platform's per-request
+ * cost (request ids, key-gate hook, metrics, per-request logger) from the redirect's own. All
+ * servers run at once in child processes and are measured in alternating rounds so that
+ * background load hits each alike; ratios are medians of the rounds' ratios. Target ≥ 0.8.
+ */
+export async function run(): Promise<string> {
+  const target = 0.8;
+  const rounds = 3;
+  const seconds = 3;
+  const rows: string[] = [];
+  const backends: [string, Record<string, string>][] = [
+    ['SQLite + in-process', { DATABASE_URL: '', REDIS_URL: '' }],
+  ];
+  if (process.env.DATABASE_URL && process.env.REDIS_URL) {
+    backends.push([
+      'PostgreSQL + Redis',
+      { DATABASE_URL: process.env.DATABASE_URL, REDIS_URL: process.env.REDIS_URL },
+    ]);
+  }
+  for (const [backend, env] of backends) {
+    const [bare, svc] = await Promise.all([
+      startChild<ServerInfo>('bench/links-server.ts', { LINKS_BENCH_MODE: 'bare' }),
+      startChild<ServerInfo>('bench/links-server.ts', {
+        LINKS_BENCH_MODE: 'svc',
+        SVC_SECRET: 'bench-secret',
+        SVC_ADMIN_TOKEN: 'bench-admin',
+        ...env,
+      }),
+    ]);
+    try {
+      const bareUrl = `http://127.0.0.1:${bare.info.port}${bare.info.path}`;
+      const inAppUrl = `http://127.0.0.1:${svc.info.port}/__bench/bare/x`;
+      const svcUrl = `http://127.0.0.1:${svc.info.port}${svc.info.path}`;
+      for (const [name, ua] of Object.entries(UA)) {
+        await oneRedirect(bareUrl, ua);
+        await oneRedirect(inAppUrl, ua);
+        const location = await oneRedirect(svcUrl, ua);
+        for (const url of [bareUrl, inAppUrl, svcUrl]) await measure(url, ua, 1);
+        const b: Measured[] = [];
+        const a: Measured[] = [];
+        const m: Measured[] = [];
+        for (let i = 0; i < rounds; i++) {
+          b.push(await measure(bareUrl, ua, seconds));
+          a.push(await measure(inAppUrl, ua, seconds));
+          m.push(await measure(svcUrl, ua, seconds));
+        }
+        for (const r of m) {
+          if (r.redirects < r.total * 0.99) {
+            throw new Error(
+              `${backend} ${name}: only ${r.redirects} of ${r.total} answers were 302`,
+            );
+          }
+        }
+        const ratio = (x: Measured[], y: Measured[]) =>
+          median(x.map((r, i) => r.requestsPerSecond / y[i].requestsPerSecond));
+        const cpuRatio = (x: Measured[], y: Measured[]) =>
+          median(x.map((r, i) => y[i].cpuMicrosPerRequest / r.cpuMicrosPerRequest));
+        const rps = (x: Measured[]) => fmt(median(x.map((r) => r.requestsPerSecond)));
+        const cpu = (x: Measured[]) => fmt(median(x.map((r) => r.cpuMicrosPerRequest)));
+        const vsBare = ratio(m, b);
+        rows.push(
+          `| ${backend} | ${name} → ${new URL(location).host} | ${rps(b)} (${cpu(b)} µs) | ${rps(a)} (${cpu(a)} µs) | ${rps(m)} (${cpu(m)} µs) | **${fmt(vsBare, 2)}** (CPU ${fmt(cpuRatio(m, b), 2)}) | ${fmt(ratio(a, b), 2)} (CPU ${fmt(cpuRatio(a, b), 2)}) | ${fmt(ratio(m, a), 2)} (CPU ${fmt(cpuRatio(m, a), 2)}) | ≥ ${target} ${vsBare >= target ? '✅' : '❌'} |`,
+        );
+      }
+    } finally {
+      await Promise.all([bare.stop(), svc.stop()]);
+    }
+  }
+  return [
+    '### Links: short-link redirect vs a bare Fastify redirect',
+    '',
+    `50 connections, ${rounds} alternating rounds of ${seconds} s per server after a 1 s warm-up (medians), autocannon in the bench process, servers in child processes. req/s with server CPU µs per request in brackets (process.cpuUsage; steadier than req/s on a shared machine). Every Svc redirect records a click (batched writes). "In-app bare" is the bare handler mounted inside the Svc app: the platform's own per-request cost.`,
+    '',
+    '| store | request | bare Fastify | in-app bare | Svc redirect | Svc / bare | in-app bare / bare | Svc / in-app bare | target (Svc / bare req/s) |',
+    '|---|---|---|---|---|---|---|---|---|',
+    ...rows,
+  ].join('\n');
+}
+
+function median(values: number[]) {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)];
+}

@@ -1,0 +1,20 @@
+/**
+ * @svc/client: the TypeScript client library of Svc Realtime (Node 20 and browsers).
+ * See packages/client/README.md.
+ */
+export {
+  DEFAULT_RECONNECT_POLICY,
+  SvcClient,
+  type SvcClientOptions,
+  type SvcReconnectPolicy,
+} from './client.ts';
+export {
+  CLIENT_ERROR_CODES,
+  type SvcClientErrorCode,
+  SvcError,
+  type SvcErrorCode,
+} from './errors.ts';
+export type { SvcObservable } from './observable.ts';
+export { SvcRoom } from './room.ts';
+export type { SvcWebSocket, SvcWebSocketFactory } from './socket.ts';
+export * from './types.ts';

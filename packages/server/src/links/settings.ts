@@ -1,0 +1,199 @@
+import { TypeCompiler } from '@sinclair/typebox/compiler';
+import {
+  LINK_DEFAULT_DEFERRED_WINDOW_SECONDS,
+  LINK_DEFAULT_REFERRER_WINDOW_SECONDS,
+  LinkSettings,
+  type Product,
+  type Project,
+} from '@svc/protocol';
+import type { Clock } from '../clock.ts';
+import { ApiError } from '../http/problem.ts';
+import { json, type Store } from '../storage/db.ts';
+import { parseDestination } from './destination.ts';
+
+const checkSettings = TypeCompiler.Compile(LinkSettings);
+
+/** A project's link settings with defaults applied. */
+export interface ResolvedLinkSettings {
+  domains: string[];
+  android: { packageName: string; sha256CertFingerprints: string[]; storeUrl?: string }[];
+  ios: { teamId: string; bundleId: string; appStoreId: string }[];
+  allowedDestinations: string[] | null;
+  deferredWindowSeconds: number;
+  referrerWindowSeconds: number;
+}
+
+export function resolveSettings(raw: LinkSettings | undefined): ResolvedLinkSettings {
+  return {
+    domains: raw?.domains ?? [],
+    android: raw?.android ?? [],
+    ios: raw?.ios ?? [],
+    allowedDestinations: raw?.allowedDestinations ?? null,
+    deferredWindowSeconds: raw?.deferredWindowSeconds ?? LINK_DEFAULT_DEFERRED_WINDOW_SECONDS,
+    referrerWindowSeconds: raw?.referrerWindowSeconds ?? LINK_DEFAULT_REFERRER_WINDOW_SECONDS,
+  };
+}
+
+/** `AB:CD:…`, upper case with colons, whatever the operator typed. */
+function normaliseFingerprint(value: string) {
+  const hex = value.replaceAll(':', '').toUpperCase();
+  return hex.match(/../g)!.join(':');
+}
+
+interface ProjectEntry {
+  products: Product[];
+  settings: ResolvedLinkSettings;
+}
+
+/** One consistent read of every project's link settings. */
+export interface Snapshot {
+  loadedAtMs: number;
+  projects: Map<string, ProjectEntry>;
+  /** Custom link domain → owning project. The default host is never in here. */
+  domains: Map<string, string>;
+}
+
+/**
+ * Which project owns which link domain, and each project's link settings: read from the
+ * projects table, cached in process (refreshed after `ttlMs`, and dropped at once when a project
+ * changes on any node, see the plugin).
+ */
+export class LinkDirectory {
+  private snapshot: Snapshot | null = null;
+  private loading: Promise<Snapshot> | null = null;
+
+  constructor(
+    private store: Store,
+    private clock: Clock,
+    /** The server's own host (from SVC_PUBLIC_URL): every project's default link domain. */
+    readonly defaultHost: string,
+    private ttlMs = 30_000,
+  ) {}
+
+  invalidate() {
+    this.snapshot = null;
+  }
+
+  /** The cached snapshot while it is fresh, else null: lets the redirect skip a promise. */
+  fresh(): Snapshot | null {
+    const snapshot = this.snapshot;
+    return snapshot && this.clock.now() - snapshot.loadedAtMs < this.ttlMs ? snapshot : null;
+  }
+
+  async current(): Promise<Snapshot> {
+    const fresh = this.fresh();
+    if (fresh) return fresh;
+    // One load at a time; concurrent callers share it.
+    this.loading ??= this.load().finally(() => {
+      this.loading = null;
+    });
+    return this.loading;
+  }
+
+  private async load(): Promise<Snapshot> {
+    const rows = await this.store.db
+      .selectFrom('projects')
+      .select(['id', 'products', 'settings'])
+      .execute();
+    const projects = new Map<string, ProjectEntry>();
+    const domains = new Map<string, string>();
+    for (const row of rows) {
+      const settings = resolveSettings(json<{ links?: LinkSettings }>(row.settings).links);
+      projects.set(row.id, { products: json<Product[]>(row.products), settings });
+      for (const domain of settings.domains) domains.set(domain, row.id);
+    }
+    const snapshot = { loadedAtMs: this.clock.now(), projects, domains };
+    this.snapshot = snapshot;
+    return snapshot;
+  }
+
+  /** The link domain a request's Host names: a project's custom domain, else the default host. */
+  async domainForHost(host: string): Promise<string> {
+    return this.domainIn(await this.current(), host);
+  }
+
+  domainIn(snapshot: Snapshot, host: string): string {
+    return snapshot.domains.has(host) ? host : this.defaultHost;
+  }
+
+  settingsIn(snapshot: Snapshot, projectId: string): ResolvedLinkSettings {
+    return snapshot.projects.get(projectId)?.settings ?? resolveSettings(undefined);
+  }
+
+  /** True when `host` is a link domain (the default host or any project's custom domain). */
+  async isLinkDomain(host: string): Promise<boolean> {
+    if (host === this.defaultHost) return true;
+    return (await this.current()).domains.has(host);
+  }
+
+  async settings(projectId: string): Promise<ResolvedLinkSettings> {
+    const entry = (await this.current()).projects.get(projectId);
+    return entry?.settings ?? resolveSettings(undefined);
+  }
+
+  /**
+   * The apps whose association files a link domain serves: the owning project's for a custom
+   * domain; for the default host, those of every project with Links enabled.
+   */
+  async appsForDomain(domain: string): Promise<Pick<ResolvedLinkSettings, 'android' | 'ios'>> {
+    const snapshot = await this.current();
+    const owner = snapshot.domains.get(domain);
+    const entries =
+      owner !== undefined
+        ? [snapshot.projects.get(owner)!]
+        : [...snapshot.projects.values()].filter((p) => p.products.includes('links'));
+    return {
+      android: entries.flatMap((e) => e.settings.android),
+      ios: entries.flatMap((e) => e.settings.ios),
+    };
+  }
+}
+
+/**
+ * Validates and normalises `settings.links` for `PATCH /admin/projects/{id}`: the schema, URL
+ * rules for store URLs, fingerprints in canonical form, and no custom domain that another
+ * project already claims (`domain_taken`) or that is the server's own host.
+ */
+export function linkSettingsValidator(store: Store, defaultHost: string) {
+  return async (value: unknown, project: Project): Promise<Record<string, unknown>> => {
+    if (!checkSettings.Check(value)) {
+      const errors = [...checkSettings.Errors(value)].slice(0, 10).map((e) => ({
+        path: `body.settings.links${e.path.replaceAll('/', '.')}`,
+        message: e.message,
+      }));
+      throw new ApiError(
+        'invalid_request',
+        errors.map((e) => `${e.path} ${e.message}`).join('; '),
+        { errors },
+      );
+    }
+    const settings: LinkSettings = structuredClone(value);
+    for (const [i, app] of (settings.android ?? []).entries()) {
+      app.sha256CertFingerprints = [
+        ...new Set(app.sha256CertFingerprints.map(normaliseFingerprint)),
+      ];
+      if (app.storeUrl !== undefined)
+        parseDestination(app.storeUrl, `settings.links.android[${i}].storeUrl`);
+    }
+    const domains = settings.domains ?? [];
+    if (domains.includes(defaultHost)) {
+      throw new ApiError(
+        'invalid_request',
+        `${defaultHost} is the server's own host, every project's default link domain; list only custom domains.`,
+      );
+    }
+    if (domains.length > 0) {
+      const others = await store.db
+        .selectFrom('projects')
+        .select(['id', 'settings'])
+        .where('id', '!=', project.id)
+        .execute();
+      for (const other of others) {
+        const claimed = json<{ links?: LinkSettings }>(other.settings).links?.domains ?? [];
+        const clash = domains.find((d) => claimed.includes(d));
+        if (clash) throw new ApiError('domain_taken', `${clash} belongs to another project.`);
+      }
+    }
+    return settings as Record<string, unknown>;
+  };
+}

@@ -1,0 +1,681 @@
+import { createHash, randomBytes } from 'node:crypto';
+import {
+  type LeaveReason,
+  REALTIME_TOKEN_AUDIENCE,
+  type RoomSnapshot,
+  type SendMessageBody,
+  type SvcLiveType,
+  type SvcParticipantInfo,
+  type SvcRoomInfo,
+  type SvcRoomOptions,
+  type SvcRoomStatus,
+  type SvcTokenResponse,
+} from '@svc/protocol';
+import type { Services } from '../app.ts';
+import { ApiError } from '../http/problem.ts';
+import { newId } from '../ids.ts';
+import type { RealtimeConfig } from './config.ts';
+import type {
+  LiveParticipant,
+  LiveRoom,
+  NewRoomEvent,
+  RoomStore,
+  RoomTx,
+  StoredRoomEvent,
+} from './room-store.ts';
+import type { RealtimeRoomsTable } from './tables.ts';
+
+/** What a verified access token says. */
+export interface RoomClaims {
+  projectId: string;
+  roomName: string;
+  rid: string;
+  userId: string;
+  name: string;
+  avatarUrl?: string;
+  isHost: boolean;
+  canJoinWithNoHost: boolean;
+  expiresAtMs: number;
+}
+
+export type JoinResult =
+  | { kind: 'joined'; snapshot: RoomSnapshot; lastSeq: number; sid: string }
+  | { kind: 'waiting' }
+  | { kind: 'refused'; code: 'room_not_found' | 'room_full' };
+
+export type ResumeResult =
+  | { kind: 'resumed'; sid: string; replay: StoredRoomEvent[]; lastSeq: number }
+  | { kind: 'failed' };
+
+interface DomainRecord {
+  type: 'room.started' | 'room.ended' | 'participant.joined' | 'participant.left';
+  data: Record<string, unknown>;
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+export function participantInfo(p: LiveParticipant): SvcParticipantInfo {
+  return {
+    sid: p.sid,
+    userId: p.userId,
+    name: p.name,
+    ...(p.avatarUrl !== undefined ? { avatarUrl: p.avatarUrl } : {}),
+    isHost: p.isHost,
+    joinedAt: iso(p.joinedAtMs),
+    connected: p.connected,
+  };
+}
+
+export function roomInfoFromRow(row: RealtimeRoomsTable): SvcRoomInfo {
+  return {
+    roomName: row.room_name,
+    liveType: row.live_type as SvcLiveType,
+    status: row.status,
+    maxParticipants: row.max_participants,
+    numParticipants: row.num_participants,
+    canJoinWithNoHost: row.can_join_with_no_host === 1,
+    metadata: row.metadata,
+    createdAt: row.created_at,
+    ...(row.ended_at ? { endedAt: row.ended_at } : {}),
+  };
+}
+
+function liveCounts(room: LiveRoom) {
+  return {
+    status: (room.participants.length > 0 ? 'ACTIVE' : 'IDLE') as SvcRoomStatus,
+    numParticipants: room.participants.length,
+    metadata: room.metadata,
+  };
+}
+
+function roomInfoFromLive(room: LiveRoom): SvcRoomInfo {
+  return {
+    roomName: room.roomName,
+    liveType: room.liveType,
+    status: room.participants.length > 0 ? 'ACTIVE' : 'IDLE',
+    maxParticipants: room.maxParticipants,
+    numParticipants: room.participants.length,
+    canJoinWithNoHost: room.canJoinWithNoHost,
+    metadata: room.metadata,
+    createdAt: iso(room.createdAtMs),
+  };
+}
+
+function liveFromRow(row: RealtimeRoomsTable, nowMs: number): LiveRoom {
+  return {
+    rid: row.room_id,
+    projectId: row.project_id,
+    roomName: row.room_name,
+    liveType: row.live_type as SvcLiveType,
+    maxParticipants: row.max_participants,
+    canJoinWithNoHost: row.can_join_with_no_host === 1,
+    metadata: row.metadata,
+    createdAtMs: Date.parse(row.created_at),
+    participants: [],
+    emptySinceMs: nowMs,
+    startedAtMs: null,
+  };
+}
+
+const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
+
+/**
+ * Rooms: the durable records (SQL) and the commands on live rooms (shared state, under the room's
+ * lock). Every domain event (room.started, room.ended, participant.joined, participant.left) is
+ * emitted by {@link RoomService.emitDomain}, right after the commit that caused it, still under
+ * the lock, so their order per room is the commit order on every node.
+ */
+export class RoomService {
+  constructor(
+    private svc: Services,
+    private store: RoomStore,
+    private cfg: RealtimeConfig,
+    private multiNode: boolean,
+  ) {}
+
+  private get now() {
+    return this.svc.clock.now();
+  }
+
+  private get db() {
+    return this.svc.store.db;
+  }
+
+  // ---- Durable records ----------------------------------------------------------------------
+
+  async getRecord(projectId: string, roomName: string) {
+    return this.db
+      .selectFrom('realtime_rooms')
+      .selectAll()
+      .where('project_id', '=', projectId)
+      .where('room_name', '=', roomName)
+      .executeTakeFirst();
+  }
+
+  async getRoom(projectId: string, roomName: string): Promise<SvcRoomInfo> {
+    const row = await this.getRecord(projectId, roomName);
+    if (!row) throw new ApiError('room_not_found');
+    if (row.status === 'ENDED') return roomInfoFromRow(row);
+    const room = await this.store.peek(row.room_id);
+    return room ? { ...roomInfoFromRow(row), ...liveCounts(room) } : roomInfoFromRow(row);
+  }
+
+  async listRooms(
+    projectId: string,
+    status: SvcRoomStatus | undefined,
+    page: number,
+    limit: number,
+  ) {
+    let q = this.db.selectFrom('realtime_rooms').where('project_id', '=', projectId);
+    if (status) q = q.where('status', '=', status);
+    const total = await q
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .executeTakeFirstOrThrow();
+    const rows = await q
+      .selectAll()
+      .orderBy('created_at', 'desc')
+      .orderBy('room_name')
+      .limit(limit)
+      .offset((page - 1) * limit)
+      .execute();
+    return { items: rows.map(roomInfoFromRow), meta: { total: Number(total.n), page, limit } };
+  }
+
+  /**
+   * Creates the room, or (with `reuse`) returns the open room of that name. A name whose room has
+   * ENDED starts a new room instance (new `room_id`) in the same row.
+   */
+  async openRoom(
+    projectId: string,
+    options: {
+      roomName: string;
+      liveType: SvcLiveType;
+      maxParticipants?: number;
+      metadata?: string;
+      canJoinWithNoHost?: boolean;
+    },
+    reuse: boolean,
+    attempt = 0,
+  ): Promise<RealtimeRoomsTable> {
+    const existing = await this.getRecord(projectId, options.roomName);
+    if (existing && existing.status !== 'ENDED') {
+      if (!reuse) throw new ApiError('room_exists');
+      return existing;
+    }
+    const row: RealtimeRoomsTable = {
+      project_id: projectId,
+      room_name: options.roomName,
+      room_id: newId('rm', this.now),
+      live_type: options.liveType,
+      status: 'IDLE',
+      max_participants: options.maxParticipants ?? this.cfg.defaultMaxParticipants,
+      num_participants: 0,
+      can_join_with_no_host: options.canJoinWithNoHost === false ? 0 : 1,
+      metadata: options.metadata ?? null,
+      created_at: iso(this.now),
+      ended_at: null,
+      ended_reason: null,
+    };
+    let written = false;
+    if (existing) {
+      const res = await this.db
+        .updateTable('realtime_rooms')
+        .set(row)
+        .where('project_id', '=', projectId)
+        .where('room_name', '=', options.roomName)
+        .where('room_id', '=', existing.room_id)
+        .where('status', '=', 'ENDED')
+        .executeTakeFirst();
+      written = Number(res.numUpdatedRows) === 1;
+    } else {
+      try {
+        await this.db.insertInto('realtime_rooms').values(row).execute();
+        written = true;
+      } catch (err) {
+        // A concurrent request created it first; look again below.
+        if (!(await this.getRecord(projectId, options.roomName))) throw err;
+      }
+    }
+    if (!written) {
+      if (attempt > 2) throw new ApiError('room_exists');
+      return this.openRoom(projectId, options, reuse, attempt + 1);
+    }
+    await this.store.withLock(row.room_id, async (tx) => {
+      if (!(await tx.load()))
+        await tx.commit(liveFromRow(row, this.now), [], this.dueAt(liveFromRow(row, this.now)));
+    });
+    return row;
+  }
+
+  /**
+   * Gives every open room without live state (the in-process state after a restart) a fresh,
+   * empty one, so its empty timeout runs and it ends. With Redis the state survives and nothing
+   * changes. Called once at startup.
+   */
+  async reviveOpenRooms() {
+    let after = '';
+    for (;;) {
+      const rows = await this.db
+        .selectFrom('realtime_rooms')
+        .selectAll()
+        .where('status', '!=', 'ENDED')
+        .where('room_id', '>', after)
+        .orderBy('room_id')
+        .limit(500)
+        .execute();
+      for (const row of rows) {
+        await this.store.withLock(row.room_id, async (tx) => {
+          if (await tx.load()) return;
+          const live = liveFromRow(row, this.now);
+          await tx.commit(live, [], this.dueAt(live));
+          await this.syncRecord(live);
+        });
+      }
+      if (rows.length < 500) return;
+      after = rows[rows.length - 1]!.room_id;
+    }
+  }
+
+  /** Loads the live room; revives it from its record if the shared state lost it (restart). */
+  private async loadLive(tx: RoomTx, projectId: string, roomName: string, rid: string) {
+    const room = await tx.load();
+    if (room) return room;
+    const row = await this.getRecord(projectId, roomName);
+    if (!row || row.room_id !== rid || row.status === 'ENDED') return null;
+    const revived = liveFromRow(row, this.now);
+    if (row.status !== 'IDLE') await this.syncRecord(revived);
+    return revived;
+  }
+
+  private pendingSync = new Set<string>();
+
+  /**
+   * Copies a live room's status and count to its record soon, outside the room's lock (joins
+   * stay fast). Records are for listings; GET of one room reads the live state. Another node's
+   * later write may briefly overtake; the next change of the room corrects it.
+   */
+  private scheduleSync(rid: string) {
+    if (this.pendingSync.has(rid)) return;
+    this.pendingSync.add(rid);
+    setImmediate(() => {
+      this.pendingSync.delete(rid);
+      void this.store
+        .peek(rid)
+        .then((room) => (room ? this.syncRecord(room) : undefined))
+        .catch(() => {});
+    });
+  }
+
+  private async syncRecord(room: LiveRoom) {
+    await this.db
+      .updateTable('realtime_rooms')
+      .set({
+        status: room.participants.length > 0 ? 'ACTIVE' : 'IDLE',
+        num_participants: room.participants.length,
+        metadata: room.metadata,
+      })
+      .where('room_id', '=', room.rid)
+      .where('status', '!=', 'ENDED')
+      .execute();
+  }
+
+  private async endRecord(rid: string, reason: 'DELETED' | 'EMPTY_TIMEOUT') {
+    await this.db
+      .updateTable('realtime_rooms')
+      .set({ status: 'ENDED', num_participants: 0, ended_at: iso(this.now), ended_reason: reason })
+      .where('room_id', '=', rid)
+      .execute();
+  }
+
+  /** When the room must next be looked at by the sweeper. */
+  private dueAt(room: LiveRoom): number | null {
+    let due = Number.POSITIVE_INFINITY;
+    let anyConnected = false;
+    for (const p of room.participants) {
+      if (p.connected) anyConnected = true;
+      else if (p.disconnectedAtMs !== null) {
+        due = Math.min(due, p.disconnectedAtMs + this.cfg.departureGraceMs);
+      }
+    }
+    // With several nodes, check now and then that the nodes holding sockets are alive.
+    if (anyConnected && this.multiNode) due = Math.min(due, this.now + this.cfg.nodeTtlMs);
+    if (room.participants.length === 0 && room.emptySinceMs !== null) {
+      due = Math.min(due, room.emptySinceMs + this.cfg.emptyTimeoutMs);
+    }
+    return Number.isFinite(due) ? due : null;
+  }
+
+  // ---- Domain events: the one place they are emitted ----------------------------------------
+
+  private async emitDomain(room: LiveRoom, records: DomainRecord[]) {
+    for (const r of records) {
+      await this.svc.events.emit({
+        projectId: room.projectId,
+        type: r.type,
+        data: { roomName: room.roomName, roomId: room.rid, ...r.data },
+        orderingKey: `room:${room.projectId}:${room.roomName}`,
+        occurredAtMs: this.now,
+      });
+    }
+  }
+
+  /** Commits and then emits the domain events, under the lock. */
+  private async finish(
+    tx: RoomTx,
+    room: LiveRoom,
+    events: NewRoomEvent[],
+    domain: DomainRecord[],
+    ended = false,
+  ) {
+    const result = await tx.commit(ended ? null : room, events, ended ? null : this.dueAt(room));
+    await this.emitDomain(room, domain);
+    return result;
+  }
+
+  // ---- REST commands ------------------------------------------------------------------------
+
+  async issueToken(projectId: string, o: SvcRoomOptions): Promise<SvcTokenResponse> {
+    const row = await this.openRoom(
+      projectId,
+      {
+        roomName: o.roomName,
+        liveType: o.liveType,
+        metadata: o.roomMetadata,
+        canJoinWithNoHost: o.canJoinWithNoHost,
+      },
+      true,
+    );
+    const p = o.participant;
+    const { token, expiresAtMs } = await this.svc.signingKeys.sign(
+      {
+        pid: projectId,
+        room: o.roomName,
+        rid: row.room_id,
+        name: p.name,
+        ...(p.avatarUrl !== undefined ? { avatarUrl: p.avatarUrl } : {}),
+        host: p.isHost === true,
+        canJoinWithNoHost: o.canJoinWithNoHost !== false,
+      },
+      {
+        audience: REALTIME_TOKEN_AUDIENCE,
+        subject: p.userId,
+        expiresInSeconds: this.cfg.tokenTtlSeconds,
+      },
+    );
+    const base = this.svc.config.publicUrl.replace(/^http/, 'ws');
+    const wsUrl = `${base}/v1/realtime/ws?room=${encodeURIComponent(o.roomName)}&access_token=${token}`;
+    return { token, roomName: o.roomName, userId: p.userId, wsUrl, expiresAt: iso(expiresAtMs) };
+  }
+
+  async participants(projectId: string, roomName: string): Promise<SvcParticipantInfo[]> {
+    const row = await this.getRecord(projectId, roomName);
+    if (!row) throw new ApiError('room_not_found');
+    if (row.status === 'ENDED') return [];
+    const room = await this.store.peek(row.room_id);
+    return room ? room.participants.map(participantInfo) : [];
+  }
+
+  /** Ends the room at once: everyone is disconnected with ROOM_DELETED. Idempotent. */
+  async deleteRoom(projectId: string, roomName: string) {
+    const row = await this.getRecord(projectId, roomName);
+    if (!row) throw new ApiError('room_not_found');
+    if (row.status === 'ENDED') return;
+    await this.store.withLock(row.room_id, async (tx) => {
+      const room = (await tx.load()) ?? liveFromRow(row, this.now);
+      await this.endRecord(row.room_id, 'DELETED');
+      const domain: DomainRecord[] = room.participants.map((p) => ({
+        type: 'participant.left',
+        data: { participant: participantInfo(p), reason: 'ROOM_DELETED' },
+      }));
+      if (room.startedAtMs !== null)
+        domain.push({ type: 'room.ended', data: { reason: 'ROOM_DELETED' } });
+      await this.finish(
+        tx,
+        room,
+        [{ type: 'room.deleted', data: { reason: 'ROOM_DELETED' } }],
+        domain,
+        true,
+      );
+    });
+  }
+
+  async sendApiMessage(projectId: string, roomName: string, body: SendMessageBody) {
+    const row = await this.getRecord(projectId, roomName);
+    if (!row) throw new ApiError('room_not_found');
+    if (row.status === 'ENDED') throw new ApiError('room_ended');
+    const event = {
+      type: 'message.received',
+      data: { message: body.message, sender: body.sender, viaApi: true },
+    };
+    let stored = await this.store.appendIfMember(row.room_id, null, event);
+    if (!stored) {
+      // The shared state lost the room (restart of the embedded default): revive it.
+      await this.store.withLock(row.room_id, async (tx) => {
+        const room = await this.loadLive(tx, projectId, roomName, row.room_id);
+        if (room) await tx.commit(room, [], this.dueAt(room));
+      });
+      stored = await this.store.appendIfMember(row.room_id, null, event);
+      if (!stored) throw new ApiError('room_ended');
+    }
+    return stored.seq;
+  }
+
+  // ---- Socket commands ------------------------------------------------------------------------
+
+  /** Joins (or queues) the token's user. A previous session of the same user is replaced. */
+  async join(claims: RoomClaims, nodeId: string, connId: string): Promise<JoinResult> {
+    return this.store.withLock(claims.rid, async (tx): Promise<JoinResult> => {
+      const room = await this.loadLive(tx, claims.projectId, claims.roomName, claims.rid);
+      if (!room) return { kind: 'refused', code: 'room_not_found' };
+      if (!claims.isHost && !claims.canJoinWithNoHost && !room.participants.some((p) => p.isHost)) {
+        return { kind: 'waiting' };
+      }
+      const previous = room.participants.find((p) => p.userId === claims.userId);
+      const others = room.participants.filter((p) => p !== previous);
+      if (others.length >= room.maxParticipants) return { kind: 'refused', code: 'room_full' };
+      const resumeToken = randomBytes(24).toString('base64url');
+      const now = this.now;
+      const participant: LiveParticipant = {
+        sid: newId('PA', now),
+        userId: claims.userId,
+        name: claims.name,
+        ...(claims.avatarUrl !== undefined ? { avatarUrl: claims.avatarUrl } : {}),
+        isHost: claims.isHost,
+        joinedAtMs: now,
+        resumeTokenHash: sha256(resumeToken),
+        nodeId,
+        connId,
+        connected: true,
+        disconnectedAtMs: null,
+      };
+      const events: NewRoomEvent[] = [];
+      const domain: DomainRecord[] = [];
+      if (previous) {
+        const data = { participant: participantInfo(previous), reason: 'DUPLICATE_IDENTITY' };
+        events.push({ type: 'participant.left', data });
+        domain.push({ type: 'participant.left', data });
+      }
+      if (room.startedAtMs === null) {
+        room.startedAtMs = now;
+        domain.push({ type: 'room.started', data: {} });
+      }
+      room.participants = [...others, participant];
+      room.emptySinceMs = null;
+      const joined = { participant: participantInfo(participant) };
+      events.push({ type: 'participant.joined', data: joined });
+      domain.push({ type: 'participant.joined', data: joined });
+      const { lastSeq } = await this.finish(tx, room, events, domain);
+      this.scheduleSync(room.rid);
+      return {
+        kind: 'joined',
+        sid: participant.sid,
+        lastSeq,
+        snapshot: {
+          sessionId: participant.sid,
+          resumeToken,
+          room: roomInfoFromLive(room),
+          self: participantInfo(participant),
+          participants: room.participants.map(participantInfo),
+          departureGraceMs: this.cfg.departureGraceMs,
+        },
+      };
+    });
+  }
+
+  /** Restores a session within its grace period; nobody else is told. */
+  async resume(
+    claims: RoomClaims,
+    data: { sessionId: string; resumeToken: string; lastSeq: number },
+    nodeId: string,
+    connId: string,
+  ): Promise<ResumeResult> {
+    return this.store.withLock(claims.rid, async (tx): Promise<ResumeResult> => {
+      const room = await tx.load();
+      const p = room?.participants.find((x) => x.sid === data.sessionId);
+      if (!room || !p || p.userId !== claims.userId) return { kind: 'failed' };
+      if (p.resumeTokenHash !== sha256(data.resumeToken)) return { kind: 'failed' };
+      if ((await this.store.readAfter(claims.rid, data.lastSeq)) === null)
+        return { kind: 'failed' };
+      Object.assign(p, { connected: true, disconnectedAtMs: null, nodeId, connId });
+      const { lastSeq } = await tx.commit(room, [], this.dueAt(room));
+      const replay = (await this.store.readAfter(claims.rid, data.lastSeq)) ?? [];
+      return { kind: 'resumed', sid: p.sid, replay, lastSeq };
+    });
+  }
+
+  /** Removes a participant now (session.leave, protocol violation). */
+  async leave(rid: string, sid: string, reason: LeaveReason) {
+    await this.store.withLock(rid, async (tx) => {
+      const room = await tx.load();
+      const p = room?.participants.find((x) => x.sid === sid);
+      if (!room || !p) return;
+      await this.removeParticipants(tx, room, [p], reason);
+    });
+  }
+
+  private async removeParticipants(
+    tx: RoomTx,
+    room: LiveRoom,
+    leaving: LiveParticipant[],
+    reason: LeaveReason,
+  ) {
+    room.participants = room.participants.filter((p) => !leaving.includes(p));
+    if (room.participants.length === 0) room.emptySinceMs = this.now;
+    const records = leaving.map((p) => ({
+      type: 'participant.left' as const,
+      data: { participant: participantInfo(p), reason },
+    }));
+    const result = await this.finish(tx, room, records, records);
+    this.scheduleSync(room.rid);
+    return result;
+  }
+
+  /** The socket dropped: keep the participant for the departure grace period. */
+  async dropped(rid: string, sid: string, connId: string) {
+    await this.store.withLock(rid, async (tx) => {
+      const room = await tx.load();
+      const p = room?.participants.find((x) => x.sid === sid);
+      if (!room || !p || p.connId !== connId || !p.connected) return;
+      p.connected = false;
+      p.disconnectedAtMs = this.now;
+      await tx.commit(room, [], this.dueAt(room));
+    });
+  }
+
+  async sendMessage(
+    rid: string,
+    sid: string,
+    userId: string,
+    name: string,
+    avatarUrl: string | undefined,
+    message: string,
+  ) {
+    return this.store.appendIfMember(rid, sid, {
+      type: 'message.received',
+      data: {
+        message,
+        sender: { userId, name, ...(avatarUrl !== undefined ? { avatarUrl } : {}), sid },
+        viaApi: false,
+      },
+    });
+  }
+
+  async sendApp(rid: string, sid: string, userId: string, type: string, payload: unknown) {
+    return this.store.appendIfMember(rid, sid, { type, data: { from: { sid, userId }, payload } });
+  }
+
+  /** Hosts only; null when the sender is not a host (or not in the room). */
+  async updateMetadata(rid: string, sid: string, metadata: string) {
+    return this.store.withLock(rid, async (tx) => {
+      const room = await tx.load();
+      const p = room?.participants.find((x) => x.sid === sid);
+      if (!room || !p?.isHost) return null;
+      room.metadata = metadata;
+      this.scheduleSync(room.rid);
+      const { events } = await tx.commit(
+        room,
+        [{ type: 'room.metadata_changed', data: { metadata } }],
+        this.dueAt(room),
+      );
+      return events[0]!.seq;
+    });
+  }
+
+  /** Ends grace periods and empty rooms that are due. Safe to run on every node at once. */
+  async sweep(limit = 100) {
+    const due = await this.store.dueRooms(this.now, limit);
+    for (const rid of due) {
+      await this.store.withLock(rid, async (tx) => {
+        const room = await tx.load();
+        const now = this.now;
+        if (!room) {
+          await tx.commit(null, [], null);
+          return;
+        }
+        if (this.multiNode) {
+          const nodes = [
+            ...new Set(room.participants.filter((p) => p.connected).map((p) => p.nodeId)),
+          ];
+          const alive = await this.store.aliveNodes(nodes);
+          for (const p of room.participants) {
+            if (p.connected && !alive.has(p.nodeId)) {
+              p.connected = false;
+              p.disconnectedAtMs = now;
+            }
+          }
+        }
+        const gone = room.participants.filter(
+          (p) =>
+            !p.connected &&
+            p.disconnectedAtMs !== null &&
+            p.disconnectedAtMs + this.cfg.departureGraceMs <= now,
+        );
+        if (gone.length > 0) {
+          await this.removeParticipants(tx, room, gone, 'DISCONNECTED');
+          return;
+        }
+        if (
+          room.participants.length === 0 &&
+          room.emptySinceMs !== null &&
+          room.emptySinceMs + this.cfg.emptyTimeoutMs <= now
+        ) {
+          await this.endRecord(rid, 'EMPTY_TIMEOUT');
+          const domain: DomainRecord[] =
+            room.startedAtMs !== null
+              ? [{ type: 'room.ended', data: { reason: 'EMPTY_TIMEOUT' } }]
+              : [];
+          await this.finish(
+            tx,
+            room,
+            [{ type: 'room.ended', data: { reason: 'ROOM_ENDED' } }],
+            domain,
+            true,
+          );
+          return;
+        }
+        await tx.commit(room, [], this.dueAt(room));
+      });
+    }
+    return due.length;
+  }
+}

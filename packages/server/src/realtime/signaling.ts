@@ -1,0 +1,706 @@
+import { randomBytes } from 'node:crypto';
+import type { TSchema } from '@sinclair/typebox';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
+import {
+  APP_TYPE_REGEX,
+  CLOSE_CODES,
+  ERROR_CODES,
+  type ErrorCode,
+  type LeaveReason,
+  MessageSendDataSchema,
+  PingDataSchema,
+  REALTIME_TOKEN_AUDIENCE,
+  RoomUpdateMetadataDataSchema,
+  SessionJoinDataSchema,
+  SessionLeaveDataSchema,
+  SessionResumeDataSchema,
+} from '@svc/protocol';
+import type { FastifyBaseLogger } from 'fastify';
+import type { WebSocket } from 'ws';
+import type { Services } from '../app.ts';
+import type { RealtimeConfig } from './config.ts';
+import type { RoomStore, StoredRoomEvent } from './room-store.ts';
+import type { RoomClaims, RoomService } from './rooms.ts';
+
+const compile = <T extends TSchema>(schema: T) => TypeCompiler.Compile(schema);
+const validators: Record<string, ReturnType<typeof compile>> = {
+  'session.join': compile(SessionJoinDataSchema),
+  'session.resume': compile(SessionResumeDataSchema),
+  'session.leave': compile(SessionLeaveDataSchema),
+  'message.send': compile(MessageSendDataSchema),
+  'room.update_metadata': compile(RoomUpdateMetadataDataSchema),
+  ping: compile(PingDataSchema),
+};
+
+const TEXT_FRAME = { binary: false } as const;
+
+/** Unreadable frames in a row before the connection is closed with 4400. */
+const INVALID_STREAK_LIMIT = 20;
+/** Rate-limited frames in a row before the connection is closed with 4429. */
+const REFUSED_STREAK_LIMIT = 100;
+/** Room events a node keeps per followed room, to bridge a session's join and its first event. */
+const NODE_RING = 512;
+
+type ConnState = 'verifying' | 'pending' | 'waiting' | 'joined' | 'closed';
+
+/** Reads the state afresh (it changes across awaits, which TypeScript's narrowing ignores). */
+const isClosed = (conn: { state: ConnState }) => conn.state === 'closed';
+
+interface Request {
+  id: string;
+  type: string;
+  data: unknown;
+}
+
+class Connection {
+  readonly id = randomBytes(9).toString('base64url');
+  state: ConnState = 'verifying';
+  claims: RoomClaims | null = null;
+  sid: string | null = null;
+  /** The last room seq sent to this socket; a socket never gets an event twice or out of order. */
+  lastDelivered = 0;
+  alive = true;
+  tokens: number;
+  refilledAtMs: number;
+  invalidStreak = 0;
+  refusedStreak = 0;
+  /** Requests are handled one after another, in arrival order. */
+  queue: Promise<void> = Promise.resolve();
+  early: { data: Buffer | ArrayBuffer | Buffer[]; isBinary: boolean }[] = [];
+  timer: NodeJS.Timeout | null = null;
+  follower: Follower | null = null;
+
+  constructor(
+    readonly ws: WebSocket,
+    burst: number,
+    nowMs: number,
+  ) {
+    this.tokens = burst;
+    this.refilledAtMs = nowMs;
+  }
+}
+
+interface Follower {
+  rid: string;
+  conns: Set<Connection>;
+  /** The last seq this node delivered for the room (null before the first). */
+  lastSeq: number | null;
+  ring: StoredRoomEvent[];
+  /** Events held while a gap is being filled from the log. */
+  held: StoredRoomEvent[] | null;
+  ready: Promise<void>;
+  unfollow: (() => Promise<void>) | null;
+}
+
+const CLOSE_FOR: Partial<Record<LeaveReason, number>> = {
+  DUPLICATE_IDENTITY: CLOSE_CODES.DUPLICATE_IDENTITY,
+  ROOM_DELETED: CLOSE_CODES.ROOM_DELETED,
+  ROOM_ENDED: CLOSE_CODES.ROOM_ENDED,
+  KICKED: CLOSE_CODES.KICKED,
+  TOKEN_EXPIRED: CLOSE_CODES.TOKEN_EXPIRED,
+  LEFT: CLOSE_CODES.NORMAL,
+  DISCONNECTED: CLOSE_CODES.TIMEOUT,
+  SERVER_SHUTDOWN: CLOSE_CODES.GOING_AWAY,
+};
+
+const CODE_FOR: Partial<Record<LeaveReason, ErrorCode>> = {
+  DUPLICATE_IDENTITY: 'duplicate_identity',
+  ROOM_DELETED: 'room_deleted',
+  ROOM_ENDED: 'room_ended',
+  TOKEN_EXPIRED: 'token_expired',
+};
+
+/**
+ * This node's side of the signaling channel: its sockets, the rooms it follows (one follower per
+ * room with local sockets), and the requests those sockets send. All room changes go through
+ * {@link RoomService}; this class only talks to sockets and routes events to them.
+ */
+export class SignalingHub {
+  readonly nodeId: string;
+  private conns = new Set<Connection>();
+  private followers = new Map<string, Follower>();
+  private pinger: NodeJS.Timeout;
+  private sweeper: NodeJS.Timeout;
+  private sweeping = false;
+  private closed = false;
+
+  constructor(
+    private svc: Services,
+    private rooms: RoomService,
+    private store: RoomStore,
+    private cfg: RealtimeConfig,
+    private log: FastifyBaseLogger,
+  ) {
+    this.nodeId = `node_${randomBytes(6).toString('hex')}`;
+    this.pinger = setInterval(() => this.pingAll(), cfg.pingIntervalMs).unref();
+    this.sweeper = setInterval(() => void this.tick(), cfg.sweepIntervalMs).unref();
+    void this.store.heartbeat(this.nodeId, cfg.nodeTtlMs).catch(() => {});
+  }
+
+  private async tick() {
+    if (this.sweeping || this.closed) return;
+    this.sweeping = true;
+    try {
+      await this.store.heartbeat(this.nodeId, this.cfg.nodeTtlMs);
+      await this.rooms.sweep();
+    } catch (err) {
+      if (!this.closed) this.log.warn({ err }, 'realtime sweep failed');
+    } finally {
+      this.sweeping = false;
+    }
+  }
+
+  /** Takes a new socket. Handlers are attached at once so no early frame is lost. */
+  accept(ws: WebSocket, query: Record<string, unknown>) {
+    const conn = new Connection(ws, this.cfg.rateBurst, this.svc.clock.now());
+    this.conns.add(conn);
+    ws.on('message', (data, isBinary) => this.onFrame(conn, data, isBinary));
+    ws.on('pong', () => {
+      conn.alive = true;
+    });
+    ws.on('close', (code) => void this.onClose(conn, code));
+    ws.on('error', () => {});
+    void this.verify(conn, query).catch((err) => {
+      this.log.error({ err }, 'realtime: accepting a socket failed');
+      this.closeWith(conn, CLOSE_CODES.INTERNAL_ERROR);
+    });
+  }
+
+  private async verify(conn: Connection, query: Record<string, unknown>) {
+    const token = typeof query.access_token === 'string' ? query.access_token : '';
+    const result = token
+      ? await this.svc.signingKeys.verify(token, REALTIME_TOKEN_AUDIENCE)
+      : ({ ok: false, reason: 'invalid' } as const);
+    if (conn.state === 'closed') return;
+    if (!result.ok) {
+      const expired = result.reason === 'expired';
+      return this.refuse(
+        conn,
+        expired ? 'token_expired' : 'token_invalid',
+        expired ? CLOSE_CODES.TOKEN_EXPIRED : CLOSE_CODES.TOKEN_INVALID,
+      );
+    }
+    const p = result.payload as Record<string, unknown>;
+    const str = (v: unknown) => (typeof v === 'string' ? v : '');
+    const claims: RoomClaims = {
+      projectId: str(p.pid),
+      roomName: str(p.room),
+      rid: str(p.rid),
+      userId: str(p.sub),
+      name: str(p.name),
+      ...(typeof p.avatarUrl === 'string' ? { avatarUrl: p.avatarUrl } : {}),
+      isHost: p.host === true,
+      canJoinWithNoHost: p.canJoinWithNoHost !== false,
+      expiresAtMs: typeof p.exp === 'number' ? p.exp * 1000 : 0,
+    };
+    if (!claims.projectId || !claims.roomName || !claims.rid || !claims.userId) {
+      return this.refuse(conn, 'token_invalid', CLOSE_CODES.TOKEN_INVALID);
+    }
+    if (typeof query.room === 'string' && query.room !== claims.roomName) {
+      return this.refuse(conn, 'token_room_mismatch', CLOSE_CODES.TOKEN_ROOM_MISMATCH);
+    }
+    // A token outlives neither its project nor the project's Realtime product.
+    const project = await this.svc.projects.get(claims.projectId).catch(() => null);
+    if (isClosed(conn)) return;
+    if (!project) return this.refuse(conn, 'token_invalid', CLOSE_CODES.TOKEN_INVALID);
+    if (!project.products.includes('realtime')) {
+      return this.refuse(conn, 'product_not_enabled', CLOSE_CODES.TOKEN_INVALID);
+    }
+    conn.claims = claims;
+    // Follow the room before any command, so no event committed after it can be missed.
+    conn.follower = await this.follow(claims.rid, conn);
+    if (isClosed(conn)) return;
+    conn.state = 'pending';
+    conn.timer = setTimeout(() => {
+      if (conn.state === 'pending') this.refuse(conn, 'not_joined', CLOSE_CODES.TIMEOUT);
+    }, this.cfg.handshakeTimeoutMs).unref();
+    const early = conn.early;
+    conn.early = [];
+    for (const f of early) this.onFrame(conn, f.data, f.isBinary);
+  }
+
+  // ---- Frames in ----------------------------------------------------------------------------
+
+  private onFrame(conn: Connection, raw: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) {
+    if (conn.state === 'closed') return;
+    conn.alive = true;
+    if (conn.state === 'verifying') {
+      if (conn.early.length < 16) conn.early.push({ data: raw, isBinary });
+      return;
+    }
+    if (!this.takeToken(conn)) return;
+    const request = this.parse(conn, raw, isBinary);
+    if (!request) return;
+    conn.queue = conn.queue
+      .then(() => this.handle(conn, request))
+      .catch((err) => {
+        this.log.error({ err, type: request.type }, 'realtime request failed');
+        this.sendError(conn, request.id, 'internal_error');
+      });
+  }
+
+  private takeToken(conn: Connection) {
+    const now = this.svc.clock.now();
+    conn.tokens = Math.min(
+      this.cfg.rateBurst,
+      conn.tokens + ((now - conn.refilledAtMs) * this.cfg.ratePerSec) / 1000,
+    );
+    conn.refilledAtMs = now;
+    if (conn.tokens >= 1) {
+      conn.tokens -= 1;
+      conn.refusedStreak = 0;
+      return true;
+    }
+    conn.refusedStreak += 1;
+    if (conn.refusedStreak >= REFUSED_STREAK_LIMIT) {
+      void this.endSession(conn, 'PROTOCOL_VIOLATION', 'rate_limited', CLOSE_CODES.FLOOD);
+    } else {
+      this.sendError(conn, undefined, 'rate_limited');
+    }
+    return false;
+  }
+
+  private invalid(conn: Connection, id: string | undefined, code: ErrorCode, message?: string) {
+    conn.invalidStreak += 1;
+    if (conn.invalidStreak >= INVALID_STREAK_LIMIT) {
+      void this.endSession(conn, 'PROTOCOL_VIOLATION', code, CLOSE_CODES.PROTOCOL_VIOLATION);
+    } else {
+      this.sendError(conn, id, code, message);
+    }
+  }
+
+  private parse(
+    conn: Connection,
+    raw: Buffer | ArrayBuffer | Buffer[],
+    isBinary: boolean,
+  ): Request | null {
+    if (isBinary) {
+      this.invalid(conn, undefined, 'invalid_message', 'Binary frames are not accepted.');
+      return null;
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(raw.toString());
+    } catch {
+      this.invalid(conn, undefined, 'invalid_message', 'The frame is not JSON.');
+      return null;
+    }
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      this.invalid(conn, undefined, 'invalid_message', 'The frame is not a JSON object.');
+      return null;
+    }
+    const { id, type, data } = value as Record<string, unknown>;
+    if (typeof id !== 'string' || id.length < 1 || id.length > 64) {
+      this.invalid(conn, undefined, 'invalid_message', 'The frame needs an id (1–64 characters).');
+      return null;
+    }
+    if (typeof type !== 'string' || type.length < 1 || type.length > 80) {
+      this.invalid(conn, id, 'invalid_message', 'The frame needs a type.');
+      return null;
+    }
+    const isApp = APP_TYPE_REGEX.test(type);
+    const validator = validators[type];
+    if (!validator && !isApp) {
+      this.invalid(conn, id, 'unknown_message_type', `Unknown type "${type.slice(0, 80)}".`);
+      return null;
+    }
+    const payload = data === undefined && !isApp ? {} : data;
+    if (validator && !validator.Check(payload)) {
+      const first = validator.Errors(payload).First();
+      this.invalid(
+        conn,
+        id,
+        'invalid_request',
+        first ? `data${first.path.replaceAll('/', '.')} ${first.message}` : undefined,
+      );
+      return null;
+    }
+    conn.invalidStreak = 0;
+    return { id, type, data: payload ?? null };
+  }
+
+  private async handle(conn: Connection, r: Request) {
+    if (conn.state === 'closed') return;
+    const claims = conn.claims!;
+    if (r.type === 'ping') {
+      this.send(conn, JSON.stringify({ type: 'pong', id: r.id, ts: this.svc.clock.now() }));
+      return;
+    }
+    if (r.type === 'session.join' || r.type === 'session.resume') {
+      if (conn.state !== 'pending') return this.sendError(conn, r.id, 'already_joined');
+      // The handshake is done once the request is in, however long the room's lock takes.
+      this.clearTimer(conn);
+      if (r.type === 'session.join') return this.join(conn, r.id);
+      const data = r.data as { sessionId: string; resumeToken: string; lastSeq: number };
+      const result = await this.rooms.resume(claims, data, this.nodeId, conn.id);
+      if (isClosed(conn)) return;
+      if (result.kind === 'failed') return this.sendError(conn, r.id, 'resume_failed');
+      this.clearTimer(conn);
+      conn.state = 'joined';
+      conn.sid = result.sid;
+      conn.lastDelivered = data.lastSeq;
+      this.sendAck(conn, r.id, { status: 'resumed', replayed: result.replay.length });
+      this.sessionFrame(conn, 'session.resumed', {
+        sessionId: result.sid,
+        replayed: result.replay.length,
+      });
+      for (const ev of result.replay) this.deliverTo(conn, ev);
+      this.flushRing(conn);
+      return;
+    }
+    if (r.type === 'session.leave') {
+      if (conn.state === 'joined' && conn.sid) {
+        const sid = conn.sid;
+        conn.state = 'closed';
+        await this.rooms.leave(claims.rid, sid, 'LEFT');
+        this.sendAck(conn, r.id);
+        this.closeWith(conn, CLOSE_CODES.NORMAL);
+        return;
+      }
+      if (conn.state === 'waiting') {
+        this.sendAck(conn, r.id);
+        conn.state = 'closed';
+        this.closeWith(conn, CLOSE_CODES.NORMAL);
+        return;
+      }
+      return this.sendError(conn, r.id, 'not_joined');
+    }
+    if (conn.state !== 'joined' || !conn.sid) return this.sendError(conn, r.id, 'not_joined');
+    const sid = conn.sid;
+    if (r.type === 'message.send') {
+      const data = r.data as { message: string; roomName?: string };
+      if (data.roomName !== undefined && data.roomName !== claims.roomName) {
+        return this.sendError(conn, r.id, 'token_room_mismatch');
+      }
+      const ev = await this.rooms.sendMessage(
+        claims.rid,
+        sid,
+        claims.userId,
+        claims.name,
+        claims.avatarUrl,
+        data.message,
+      );
+      if (!ev) return this.sendError(conn, r.id, 'not_joined');
+      return this.sendAck(conn, r.id, { seq: ev.seq });
+    }
+    if (r.type === 'room.update_metadata') {
+      const seq = await this.rooms.updateMetadata(
+        claims.rid,
+        sid,
+        (r.data as { metadata: string }).metadata,
+      );
+      if (seq === null) return this.sendError(conn, r.id, 'host_required');
+      return this.sendAck(conn, r.id, { seq });
+    }
+    // app.*
+    const ev = await this.rooms.sendApp(claims.rid, sid, claims.userId, r.type, r.data);
+    if (!ev) return this.sendError(conn, r.id, 'not_joined');
+    this.sendAck(conn, r.id, { seq: ev.seq });
+  }
+
+  private async join(conn: Connection, requestId: string | null) {
+    const result = await this.rooms.join(conn.claims!, this.nodeId, conn.id);
+    if (conn.state === 'closed') {
+      // The socket went away while joining: treat it as a drop.
+      if (result.kind === 'joined') await this.rooms.dropped(conn.claims!.rid, result.sid, conn.id);
+      return;
+    }
+    if (result.kind === 'refused') {
+      if (requestId) this.sendError(conn, requestId, result.code);
+      else
+        this.sessionFrame(conn, 'session.closed', {
+          reason: 'ROOM_ENDED',
+          code: result.code,
+          closeCode: CLOSE_CODES.ROOM_NOT_FOUND,
+        });
+      conn.state = 'closed';
+      return this.closeWith(
+        conn,
+        result.code === 'room_full' ? CLOSE_CODES.ROOM_FULL : CLOSE_CODES.ROOM_NOT_FOUND,
+      );
+    }
+    this.clearTimer(conn);
+    if (result.kind === 'waiting') {
+      if (conn.state === 'waiting') return;
+      conn.state = 'waiting';
+      if (requestId) this.sendAck(conn, requestId, { status: 'waiting' });
+      this.sessionFrame(conn, 'session.waiting', { reason: 'NO_HOST' });
+      const ms = Math.min(
+        2 ** 31 - 1,
+        Math.max(0, conn.claims!.expiresAtMs - this.svc.clock.now()),
+      );
+      conn.timer = setTimeout(() => {
+        if (conn.state === 'waiting')
+          void this.endSession(conn, 'TOKEN_EXPIRED', 'token_expired', CLOSE_CODES.TOKEN_EXPIRED);
+      }, ms).unref();
+      return;
+    }
+    const wasWaiting = conn.state === 'waiting';
+    conn.state = 'joined';
+    conn.sid = result.sid;
+    conn.lastDelivered = result.lastSeq;
+    if (requestId) this.sendAck(conn, requestId, { status: 'joined' });
+    if (wasWaiting) this.sessionFrame(conn, 'session.admitted', {});
+    this.sessionFrame(conn, 'session.joined', result.snapshot, result.lastSeq);
+    this.flushRing(conn);
+  }
+
+  // ---- Room events out ------------------------------------------------------------------------
+
+  private async follow(rid: string, conn: Connection): Promise<Follower> {
+    let f = this.followers.get(rid);
+    if (!f) {
+      const created: Follower = {
+        rid,
+        conns: new Set(),
+        lastSeq: null,
+        ring: [],
+        held: null,
+        unfollow: null,
+        ready: Promise.resolve(),
+      };
+      created.ready = this.store
+        .follow(rid, (ev) => this.onEvent(created, ev))
+        .then((un) => {
+          created.unfollow = un;
+        });
+      this.followers.set(rid, created);
+      f = created;
+    }
+    f.conns.add(conn);
+    await f.ready;
+    return f;
+  }
+
+  private async unfollowIfIdle(f: Follower) {
+    if (f.conns.size > 0 || this.followers.get(f.rid) !== f) return;
+    this.followers.delete(f.rid);
+    await f.ready;
+    await f.unfollow?.();
+  }
+
+  private onEvent(f: Follower, ev: StoredRoomEvent) {
+    if (f.held) {
+      f.held.push(ev);
+      return;
+    }
+    if (f.lastSeq !== null && ev.seq <= f.lastSeq) return;
+    if (f.lastSeq !== null && ev.seq > f.lastSeq + 1) {
+      // A gap (e.g. the Redis subscription reconnected): fetch what was missed, in order.
+      f.held = [ev];
+      const from = f.lastSeq;
+      void this.store
+        .readAfter(f.rid, from)
+        .catch(() => null)
+        .then((missed) => {
+          const held = f.held ?? [];
+          f.held = null;
+          for (const m of missed ?? []) this.deliver(f, m);
+          if (!missed) f.lastSeq = null;
+          for (const h of held) this.onEvent(f, h);
+        });
+      return;
+    }
+    this.deliver(f, ev);
+  }
+
+  private deliver(f: Follower, ev: StoredRoomEvent) {
+    if (f.lastSeq !== null && ev.seq <= f.lastSeq) return;
+    f.lastSeq = ev.seq;
+    f.ring.push(ev);
+    if (f.ring.length > NODE_RING * 2) f.ring.splice(0, f.ring.length - NODE_RING);
+    switch (ev.type) {
+      case 'participant.left': {
+        const data = JSON.parse(ev.frame).data as {
+          participant: { sid: string };
+          reason: LeaveReason;
+        };
+        for (const conn of f.conns) {
+          if (conn.sid === data.participant.sid && conn.state === 'joined') {
+            conn.lastDelivered = ev.seq;
+            void this.endSession(
+              conn,
+              data.reason,
+              CODE_FOR[data.reason] ?? 'not_joined',
+              CLOSE_FOR[data.reason] ?? CLOSE_CODES.NORMAL,
+            );
+          }
+        }
+        break;
+      }
+      case 'participant.joined': {
+        this.broadcast(f, ev);
+        const data = JSON.parse(ev.frame).data as { participant: { isHost: boolean } };
+        if (data.participant.isHost) {
+          for (const conn of f.conns) {
+            if (conn.state !== 'waiting') continue;
+            conn.queue = conn.queue
+              .then(() => this.join(conn, null))
+              .catch((err) => this.log.error({ err }, 'realtime admit failed'));
+          }
+        }
+        return;
+      }
+      case 'room.deleted':
+      case 'room.ended': {
+        this.broadcast(f, ev);
+        const reason: LeaveReason = ev.type === 'room.deleted' ? 'ROOM_DELETED' : 'ROOM_ENDED';
+        for (const conn of f.conns) {
+          void this.endSession(conn, reason, CODE_FOR[reason]!, CLOSE_FOR[reason]!);
+        }
+        return;
+      }
+    }
+    this.broadcast(f, ev);
+  }
+
+  private broadcast(f: Follower, ev: StoredRoomEvent) {
+    // Encoded once for every socket (ws would otherwise encode the string per send).
+    let bytes: Buffer | null = null;
+    for (const conn of f.conns) {
+      if (conn.state === 'joined' && ev.seq > conn.lastDelivered) {
+        conn.lastDelivered = ev.seq;
+        bytes ??= Buffer.from(ev.frame);
+        conn.ws.send(bytes, TEXT_FRAME);
+      }
+    }
+  }
+
+  private deliverTo(conn: Connection, ev: StoredRoomEvent) {
+    if (ev.seq <= conn.lastDelivered) return;
+    conn.lastDelivered = ev.seq;
+    conn.ws.send(ev.frame);
+  }
+
+  /** Sends what this node received for the room after the session's starting point. */
+  private flushRing(conn: Connection) {
+    for (const ev of conn.follower?.ring ?? [])
+      if (conn.state === 'joined') this.deliverTo(conn, ev);
+  }
+
+  // ---- Frames out, closing --------------------------------------------------------------------
+
+  private send(conn: Connection, text: string) {
+    if (conn.ws.readyState === conn.ws.OPEN) conn.ws.send(text);
+  }
+
+  private sendAck(conn: Connection, id: string, data?: Record<string, unknown>) {
+    this.send(conn, JSON.stringify(data ? { type: 'ack', id, data } : { type: 'ack', id }));
+  }
+
+  private sendError(conn: Connection, id: string | undefined, code: ErrorCode, message?: string) {
+    const frame = {
+      type: 'error',
+      ...(id !== undefined ? { id } : {}),
+      code,
+      message: message ?? ERROR_CODES[code].title,
+    };
+    this.send(conn, JSON.stringify(frame));
+  }
+
+  private sessionFrame(conn: Connection, type: string, data: unknown, seq?: number) {
+    const s = seq ?? conn.follower?.lastSeq ?? conn.lastDelivered;
+    this.send(conn, JSON.stringify({ type, seq: s, ts: this.svc.clock.now(), data }));
+  }
+
+  /** Refuses a socket before any session (bad token, handshake timeout). */
+  private refuse(conn: Connection, code: ErrorCode, closeCode: number) {
+    this.sendError(conn, undefined, code);
+    conn.state = 'closed';
+    this.closeWith(conn, closeCode);
+  }
+
+  /** The server ends this connection's session: `session.closed`, then the close. */
+  private async endSession(
+    conn: Connection,
+    reason: LeaveReason,
+    code: ErrorCode,
+    closeCode: number,
+  ) {
+    if (conn.state === 'closed') return;
+    const wasJoined = conn.state === 'joined';
+    const sid = conn.sid;
+    conn.state = 'closed';
+    this.sessionFrame(conn, 'session.closed', { reason, code, closeCode });
+    this.closeWith(conn, closeCode);
+    if (wasJoined && sid && reason === 'PROTOCOL_VIOLATION') {
+      await this.rooms.leave(conn.claims!.rid, sid, reason).catch(() => {});
+    }
+  }
+
+  private closeWith(conn: Connection, code: number) {
+    this.clearTimer(conn);
+    try {
+      conn.ws.close(code);
+    } catch {
+      conn.ws.terminate();
+    }
+  }
+
+  private clearTimer(conn: Connection) {
+    if (conn.timer) clearTimeout(conn.timer);
+    conn.timer = null;
+  }
+
+  private async onClose(conn: Connection, code: number) {
+    const wasJoined = conn.state === 'joined';
+    conn.state = 'closed';
+    this.clearTimer(conn);
+    this.conns.delete(conn);
+    const f = conn.follower;
+    if (f) {
+      f.conns.delete(conn);
+      void this.unfollowIfIdle(f).catch(() => {});
+    }
+    if (!wasJoined || !conn.sid || !conn.claims || this.closed) return;
+    try {
+      // A client that closes normally after joining has left; anything else is a drop.
+      if (code === CLOSE_CODES.NORMAL) await this.rooms.leave(conn.claims.rid, conn.sid, 'LEFT');
+      else await this.rooms.dropped(conn.claims.rid, conn.sid, conn.id);
+    } catch (err) {
+      this.log.warn({ err }, 'realtime: recording a departure failed');
+    }
+  }
+
+  private pingAll() {
+    for (const conn of this.conns) {
+      if (!conn.alive) {
+        conn.ws.terminate();
+        continue;
+      }
+      conn.alive = false;
+      try {
+        conn.ws.ping();
+      } catch {}
+    }
+  }
+
+  /** Number of sockets on this node. */
+  get size() {
+    return this.conns.size;
+  }
+
+  /**
+   * Stops the node: its joined sessions enter the departure grace period (they can resume on
+   * another node), then every socket is closed with 1001.
+   */
+  async close() {
+    if (this.closed) return;
+    clearInterval(this.pinger);
+    clearInterval(this.sweeper);
+    const joined = [...this.conns].filter((c) => c.state === 'joined' && c.sid && c.claims);
+    await Promise.allSettled(joined.map((c) => this.rooms.dropped(c.claims!.rid, c.sid!, c.id)));
+    this.closed = true;
+    for (const conn of this.conns) {
+      conn.state = 'closed';
+      this.closeWith(conn, CLOSE_CODES.GOING_AWAY);
+    }
+    await Promise.allSettled(
+      [...this.followers.values()].map(async (f) => {
+        await f.ready;
+        await f.unfollow?.();
+      }),
+    );
+    this.followers.clear();
+  }
+}

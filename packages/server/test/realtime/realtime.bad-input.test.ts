@@ -1,0 +1,119 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { BACKENDS } from '../helpers.ts';
+import { type RealtimeServer, type RtClient, startRealtimeServer } from './rt-helpers.ts';
+
+for (const backend of BACKENDS) {
+  describe(`realtime bad input (${backend.name})`, () => {
+    let s: RealtimeServer;
+    const open: RtClient[] = [];
+    let n = 0;
+    const joined = async (room: string) => {
+      const c = await s.connect(room, `user${++n}`);
+      open.push(c);
+      await c.join();
+      return c;
+    };
+
+    before(async () => {
+      s = await startRealtimeServer(backend, {
+        env: {
+          SVC_REALTIME_RATE_PER_SEC: '20',
+          SVC_REALTIME_RATE_BURST: '40',
+          SVC_REALTIME_HANDSHAKE_TIMEOUT_MS: '300',
+        },
+      });
+    });
+    after(async () => {
+      for (const c of open) c.ws.terminate();
+      await s.close();
+    });
+
+    test('unreadable frames get an error frame and change nothing', async () => {
+      const c = await joined('bad-1');
+      c.send('this is not json');
+      assert.equal((await c.waitType('error')).code, 'invalid_message');
+      c.send('[1,2,3]');
+      c.send('{"type":"message.send","data":{"message":"no id"}}');
+      c.ws.send(Buffer.from([1, 2, 3]), { binary: true });
+      await c.wait(() => c.frames.filter((f) => f.type === 'error').length >= 4);
+      const errors = c.frames.filter((f) => f.type === 'error');
+      assert.deepEqual(
+        errors.map((e) => e.code),
+        ['invalid_message', 'invalid_message', 'invalid_message', 'invalid_message'],
+      );
+      for (const e of errors) assert.equal(e.id, undefined);
+      const unknown = await c.request('room.explode', {});
+      assert.equal(unknown.code, 'unknown_message_type');
+      assert.equal(unknown.id, '2');
+      const badData = await c.request('message.send', { message: 42 });
+      assert.equal(badData.code, 'invalid_request');
+      const extra = await c.request('message.send', { message: 'x', admin: true });
+      assert.equal(extra.code, 'invalid_request');
+      const tooLong = await c.request('message.send', { message: 'x'.repeat(16_385) });
+      assert.equal(tooLong.code, 'invalid_request');
+      // Still in the room and working.
+      const ok = await c.request('message.send', { message: 'still here' });
+      assert.equal(ok.type, 'ack');
+      assert.equal(c.events('message.received').length, 1);
+    });
+
+    test('a message for another room is refused', async () => {
+      const c = await joined('bad-2');
+      const res = await c.request('message.send', { message: 'hi', roomName: 'bad-other' });
+      assert.equal(res.code, 'token_room_mismatch');
+      assert.equal(
+        (await c.request('message.send', { message: 'hi', roomName: 'bad-2' })).type,
+        'ack',
+      );
+    });
+
+    test('requests before joining are refused; no join in time closes with 4010', async () => {
+      const c = await s.connect('bad-3', 'early');
+      open.push(c);
+      assert.equal((await c.request('message.send', { message: 'hi' })).code, 'not_joined');
+      assert.equal((await c.closed).code, 4010);
+    });
+
+    test('a frame over 64 KiB closes the socket with 1009; others are unaffected', async () => {
+      const bystander = await joined('bad-4-other');
+      const c = await joined('bad-4');
+      c.send(
+        JSON.stringify({ id: '1', type: 'message.send', data: { message: 'x'.repeat(70_000) } }),
+      );
+      assert.equal((await c.closed).code, 1009);
+      assert.equal((await bystander.request('message.send', { message: 'fine' })).type, 'ack');
+    });
+
+    test('a flood is rate limited, then closed with 4429; other rooms keep working', async () => {
+      const bystander = await joined('bad-5-other');
+      const c = await joined('bad-5');
+      for (let i = 0; i < 400; i++) c.send({ id: `p${i}`, type: 'ping' });
+      const closed = await c.closed;
+      assert.equal(closed.code, 4429);
+      assert.ok(c.frames.some((f) => f.type === 'error' && f.code === 'rate_limited'));
+      const end = c.frames.find((f) => f.type === 'session.closed');
+      assert.equal(end.data.reason, 'PROTOCOL_VIOLATION');
+      assert.equal(end.data.closeCode, 4429);
+      assert.equal((await bystander.request('message.send', { message: 'fine' })).type, 'ack');
+      // The flooder was removed from its room.
+      const parts = await s.api('GET', '/realtime/rooms/bad-5/participants');
+      assert.equal(parts.body.items.length, 0);
+    });
+
+    test('a stream of garbage closes with 4400', async () => {
+      const c = await joined('bad-6');
+      for (let i = 0; i < 25; i++) c.send(`garbage ${i}`);
+      assert.equal((await c.closed).code, 4400);
+      const end = c.frames.find((f) => f.type === 'session.closed');
+      assert.equal(end.data.closeCode, 4400);
+    });
+
+    test('the server is still healthy', async () => {
+      const res = await s.app.inject({ method: 'GET', url: '/healthz' });
+      assert.equal(res.statusCode, 200);
+      const c = await joined('bad-7');
+      assert.equal((await c.request('ping')).type, 'pong');
+    });
+  });
+}

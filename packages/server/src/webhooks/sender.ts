@@ -16,6 +16,8 @@ export interface SendResult {
   /** From `Retry-After` (seconds or an HTTP date), when present and sane. */
   retryAfterMs?: number;
   latencyMs: number;
+  /** Set by the worker when the address check refused the target (nothing was sent). */
+  refused?: boolean;
 }
 
 export interface SendOptions {

@@ -227,8 +227,9 @@ export class DeliveryWorker {
     return map;
   }
 
-  private async attempt(delivery: WebhookDeliveriesTable, endpoint: AttemptContext | undefined) {
+  private async attempt(delivery: WebhookDeliveriesTable, context: AttemptContext | undefined) {
     const { clock } = this.options;
+    const endpoint = context;
     if (!endpoint) return; // endpoint deleted: its deliveries went with it
     if (endpoint.webhooks_enabled !== 1 || endpoint.enabled !== 1) {
       // Nothing is sent while a switch is off; the delivery stays listed and can be retried.
@@ -241,7 +242,6 @@ export class DeliveryWorker {
       });
       return;
     }
-    const event = endpoint;
     const startedMs = clock.now();
     const url = parseWebhookUrl(endpoint.url);
     const check = url
@@ -249,8 +249,7 @@ export class DeliveryWorker {
       : ({ ok: false, code: 'webhook_url_forbidden', detail: 'invalid URL' } as const);
     let result: SendResult;
     if (!check.ok) {
-      result = { error: `refused before connecting: ${check.detail}`, latencyMs: 0 };
-      this.options.metrics.attempts.inc({ result: 'refused' });
+      result = { error: `refused before connecting: ${check.detail}`, latencyMs: 0, refused: true };
     } else {
       const secrets = [endpoint.secret];
       if (
@@ -264,12 +263,12 @@ export class DeliveryWorker {
         secrets,
         delivery.event_id,
         Math.floor(startedMs / 1000),
-        event.payload,
+        endpoint.payload,
       );
       result = await this.sender.send({
         target: check.target,
         headers,
-        body: event.payload,
+        body: endpoint.payload,
         timeoutMs: this.options.timeoutMs,
         nowMs: startedMs,
       });
@@ -302,7 +301,15 @@ export class DeliveryWorker {
           ? `HTTP ${code} (redirects are not followed)`
           : `HTTP ${code}`);
     metrics.attempts.inc({
-      result: success ? 'success' : gone ? 'gone' : result.error ? 'error' : 'failure',
+      result: success
+        ? 'success'
+        : gone
+          ? 'gone'
+          : result.refused
+            ? 'refused'
+            : result.error
+              ? 'error'
+              : 'failure',
     });
     const attemptRow = {
       id: newId('wha', nowMs),

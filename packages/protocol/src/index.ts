@@ -5,3 +5,4 @@ export * from './links.ts';
 export * from './products.ts';
 export * from './realtime.ts';
 export * from './verify.ts';
+export * from './webhooks.ts';

@@ -19,12 +19,21 @@ Usage: svc <resource> <action> [options]
   keys rotate --project ID --key KEY_ID [--grace SECONDS]
   keys import-legacy --project ID --legacy-key svc_… [--name N]
 
+  webhooks list --project ID
+  webhooks create --project ID --endpoint-url URL [--events room.started,…] [--description D] [--disable]
+  webhooks get|delete|test --project ID --webhook ID
+  webhooks update --project ID --webhook ID [--endpoint-url URL] [--events …] [--description D]
+              [--enable|--disable]
+  webhooks rotate-secret --project ID --webhook ID [--overlap SECONDS]
+  webhooks deliveries --project ID --webhook ID [--status pending|succeeded|failed|skipped]
+  webhooks retry --project ID --webhook ID --delivery DELIVERY_ID
+
 Options:
   --url URL      server base URL (env SVC_URL, default http://localhost:8080)
   --token TOKEN  admin token (env SVC_ADMIN_TOKEN, else DATA_DIR/admin-token)
   --json         print raw JSON
 
-Secrets (new keys) are printed once; store them safely.`;
+Secrets (new keys, webhook signing secrets) are printed once; store them safely.`;
 
 const OPTIONS = {
   url: { type: 'string' },
@@ -47,6 +56,15 @@ const OPTIONS = {
   'expires-at': { type: 'string' },
   grace: { type: 'string' },
   'legacy-key': { type: 'string' },
+  webhook: { type: 'string' },
+  delivery: { type: 'string' },
+  'endpoint-url': { type: 'string' },
+  events: { type: 'string' },
+  description: { type: 'string' },
+  enable: { type: 'boolean' },
+  disable: { type: 'boolean' },
+  overlap: { type: 'string' },
+  status: { type: 'string' },
 } as const;
 
 export class CliError extends Error {}
@@ -104,6 +122,7 @@ export function toRequest(argv: string[]): {
   const [resource, action] = positionals;
   const p = () => encodeURIComponent(need(values, 'project'));
   const k = () => encodeURIComponent(need(values, 'key'));
+  const w = () => encodeURIComponent(need(values, 'webhook'));
   const r = (method: string, path: string, body?: unknown) => ({ method, path, body, values });
   switch (`${resource} ${action}`) {
     case 'projects list':
@@ -153,6 +172,41 @@ export function toRequest(argv: string[]): {
         key: need(values, 'legacy-key'),
         ...(values.name ? { name: values.name } : {}),
       });
+    case 'webhooks list':
+      return r('GET', `/projects/${p()}/webhooks`);
+    case 'webhooks create':
+    case 'webhooks update': {
+      const body: Record<string, unknown> = {};
+      if (action === 'create') body.url = need(values, 'endpoint-url');
+      else if (values['endpoint-url']) body.url = values['endpoint-url'];
+      if (values.events !== undefined) body.events = list(values.events);
+      if (values.description !== undefined) body.description = values.description;
+      if (values.enable) body.enabled = true;
+      if (values.disable) body.enabled = false;
+      return action === 'create'
+        ? r('POST', `/projects/${p()}/webhooks`, body)
+        : r('PATCH', `/projects/${p()}/webhooks/${w()}`, body);
+    }
+    case 'webhooks get':
+      return r('GET', `/projects/${p()}/webhooks/${w()}`);
+    case 'webhooks delete':
+      return r('DELETE', `/projects/${p()}/webhooks/${w()}`);
+    case 'webhooks test':
+      return r('POST', `/projects/${p()}/webhooks/${w()}/test`);
+    case 'webhooks rotate-secret':
+      return r('POST', `/projects/${p()}/webhooks/${w()}/rotate-secret`, {
+        ...(values.overlap !== undefined ? { overlapSeconds: int(values.overlap, 'overlap') } : {}),
+      });
+    case 'webhooks deliveries':
+      return r(
+        'GET',
+        `/projects/${p()}/webhooks/${w()}/deliveries${values.status ? `?status=${encodeURIComponent(values.status)}` : ''}`,
+      );
+    case 'webhooks retry':
+      return r(
+        'POST',
+        `/projects/${p()}/webhooks/${w()}/deliveries/${encodeURIComponent(need(values, 'delivery'))}/retry`,
+      );
     default:
       throw new CliError(`unknown command "${positionals.join(' ')}"; see svc --help`);
   }

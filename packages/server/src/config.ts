@@ -26,6 +26,24 @@ export interface Config {
   trustProxy: string[];
   /** `SVC_WEBHOOK_ALLOW_PRIVATE` (false): let webhook endpoints resolve to private addresses. */
   webhookAllowPrivate: boolean;
+  /** `SVC_WEBHOOK_WORKER` (true): run the webhook delivery worker on this node. */
+  webhookWorker: boolean;
+  /**
+   * `SVC_WEBHOOK_RETRY_SCHEDULE` (`0,5s,5m,30m,2h,5h,10h,10h`): the delay before each attempt,
+   * comma-separated; a bare number is seconds, or suffix `ms`, `s`, `m`, `h`. One attempt per entry.
+   */
+  webhookRetryScheduleMs: number[];
+  /** `SVC_WEBHOOK_TIMEOUT_MS` (15000): one delivery attempt's whole time budget. */
+  webhookTimeoutMs: number;
+  /** `SVC_WEBHOOK_CONCURRENCY` (16): deliveries in flight at once on this node. */
+  webhookConcurrency: number;
+  /** `SVC_WEBHOOK_POLL_MS` (1000): how often an idle worker looks for due deliveries. */
+  webhookPollMs: number;
+  /**
+   * `SVC_WEBHOOK_LEASE_MS` (timeout + 30000): how long a claimed delivery stays with its node;
+   * after that another node may take it (the claiming node died). Must exceed the timeout.
+   */
+  webhookLeaseMs: number;
   /** `SVC_SERVER_KEY_RATE_LIMIT` (6000): requests per minute for a server key without its own limit. */
   serverKeyRateLimitPerMinute: number;
   /** `SVC_CLIENT_KEY_RATE_LIMIT` (120): default requests per minute for a client key. */
@@ -66,6 +84,26 @@ function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean) {
   throw new ConfigError(`${name} must be true or false, got "${raw}"`);
 }
 
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** Parses `0,5s,5m,30m` (bare numbers are seconds) into milliseconds. */
+export function parseRetrySchedule(raw: string, name = 'SVC_WEBHOOK_RETRY_SCHEDULE'): number[] {
+  const parts = raw.split(',').map((p) => p.trim());
+  if (parts.length === 0 || parts.length > 50) {
+    throw new ConfigError(`${name} must list 1 to 50 delays`);
+  }
+  return parts.map((part) => {
+    const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(part);
+    const ms = m ? Math.round(Number(m[1]) * DURATION_UNITS[m[2] ?? 's']) : Number.NaN;
+    if (!Number.isFinite(ms) || ms > 7 * 24 * 3_600_000) {
+      throw new ConfigError(
+        `${name} must be comma-separated delays like 0,5s,5m,2h (at most 7 days each), got "${raw}"`,
+      );
+    }
+    return ms;
+  });
+}
+
 /** Reads and validates the configuration; throws {@link ConfigError} with the variable's name. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const port = int(env, 'PORT', 8080, 0, 65535);
@@ -87,6 +125,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   } catch {
     throw new ConfigError(`SVC_PUBLIC_URL is not a URL: "${publicUrl}"`);
   }
+  const webhookTimeoutMs = int(env, 'SVC_WEBHOOK_TIMEOUT_MS', 15_000, 100, 120_000);
+  const webhookLeaseMs = int(
+    env,
+    'SVC_WEBHOOK_LEASE_MS',
+    webhookTimeoutMs + 30_000,
+    webhookTimeoutMs + 1,
+    3_600_000,
+  );
   return {
     port,
     host: env.HOST || '0.0.0.0',
@@ -102,6 +148,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .map((s) => s.trim())
       .filter(Boolean),
     webhookAllowPrivate: bool(env, 'SVC_WEBHOOK_ALLOW_PRIVATE', false),
+    webhookWorker: bool(env, 'SVC_WEBHOOK_WORKER', true),
+    webhookRetryScheduleMs: parseRetrySchedule(
+      env.SVC_WEBHOOK_RETRY_SCHEDULE || '0,5s,5m,30m,2h,5h,10h,10h',
+    ),
+    webhookTimeoutMs,
+    webhookConcurrency: int(env, 'SVC_WEBHOOK_CONCURRENCY', 16, 1, 1000),
+    webhookPollMs: int(env, 'SVC_WEBHOOK_POLL_MS', 1000, 10, 60_000),
+    webhookLeaseMs,
     serverKeyRateLimitPerMinute: int(env, 'SVC_SERVER_KEY_RATE_LIMIT', 6000, 1, 10_000_000),
     clientKeyRateLimitPerMinute: int(env, 'SVC_CLIENT_KEY_RATE_LIMIT', 120, 1, 10_000_000),
     keyCacheTtlMs: int(env, 'SVC_KEY_CACHE_TTL_MS', 30_000, 0, 3_600_000),

@@ -1,5 +1,71 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { Services } from '../app.ts';
+import { WebhookEndpoints } from './endpoints.ts';
+import { WebhookMetrics } from './metrics.ts';
+import { Outbox } from './outbox.ts';
+import { webhookAdminRoutes } from './routes.ts';
+import { DeliveryWorker, PENDING } from './worker.ts';
 
-/** The Webhooks area: registered by app.ts under /v1 with the shared services. */
-export const webhooksPlugin: FastifyPluginAsync<{ svc: Services }> = async () => {};
+declare module '../app.ts' {
+  interface Services {
+    /** Webhooks: the outbox and the endpoints service (set by the webhooks plugin). */
+    webhooks?: { outbox: Outbox; endpoints: WebhookEndpoints; worker: DeliveryWorker | null };
+  }
+}
+
+/**
+ * The Webhooks area: endpoint admin routes, the outbox (a domain-event sink, so every emitted
+ * event is persisted before `emit` resolves) and, unless SVC_WEBHOOK_WORKER=false, this node's
+ * delivery worker (started when the app is ready, stopped when it closes).
+ */
+export const webhooksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { svc }) => {
+  const { config, store, clock } = svc;
+  const metrics = new WebhookMetrics(svc.metrics.registry, async () => {
+    const row = await store.db
+      .selectFrom('webhook_deliveries')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('status', '=', PENDING)
+      .executeTakeFirst();
+    return Number(row?.n ?? 0);
+  });
+  const worker = config.webhookWorker
+    ? new DeliveryWorker({
+        store,
+        clock,
+        metrics,
+        log: app.log.child({ area: 'webhooks' }),
+        retryScheduleMs: config.webhookRetryScheduleMs,
+        timeoutMs: config.webhookTimeoutMs,
+        concurrency: config.webhookConcurrency,
+        pollMs: config.webhookPollMs,
+        leaseMs: config.webhookLeaseMs,
+        allowPrivate: config.webhookAllowPrivate,
+      })
+    : null;
+  const outbox = new Outbox(store, clock, metrics, config.webhookRetryScheduleMs[0], () =>
+    worker?.wake(),
+  );
+  const endpoints = new WebhookEndpoints({
+    store,
+    clock,
+    projects: svc.projects,
+    outbox,
+    allowPrivate: config.webhookAllowPrivate,
+  });
+  svc.webhooks = { outbox, endpoints, worker };
+  const removeSink = svc.events.addSink(async (event) => {
+    await outbox.write(event);
+  });
+
+  await app.register(webhookAdminRoutes, {
+    prefix: '/v1/admin',
+    endpoints,
+    adminGuard: svc.adminGuard,
+  });
+
+  if (worker) app.addHook('onReady', () => worker.start());
+  app.addHook('onClose', async () => {
+    removeSink();
+    await worker?.stop();
+  });
+};

@@ -1,3 +1,77 @@
+import type { Generated } from 'kysely';
+
 /** Webhooks tables (see storage/schema.ts for the column conventions). */
-// biome-ignore lint/complexity/noBannedTypes: filled in as the area adds tables
-export type WebhooksTables = {};
+export interface WebhookEndpointsTable {
+  id: string;
+  project_id: string;
+  url: string;
+  description: string | null;
+  /** JSON array of event types; `[]` means every type. */
+  events: string;
+  enabled: number;
+  /** `gone` (receiver answered 410), `manual`, or null while enabled. */
+  disabled_reason: string | null;
+  /** `whsec_…`: kept as is because every delivery is signed with it. */
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_expires_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** The outbox: one row per event that had at least one matching endpoint. */
+export interface WebhookEventsTable {
+  /** Insertion order (SQLite rowid / PostgreSQL bigserial): the order within an ordering key. */
+  seq: Generated<number | string>;
+  /** `evt_…`: the `webhook-id` header and the body's `id`. */
+  id: string;
+  project_id: string;
+  type: string;
+  ordering_key: string | null;
+  /** The exact body sent, serialised once so every retry sends the same bytes. */
+  payload: string;
+  created_at: string;
+}
+
+/** One event to one endpoint. */
+export interface WebhookDeliveriesTable {
+  id: string;
+  event_seq: number | string;
+  event_id: string;
+  event_type: string;
+  endpoint_id: string;
+  project_id: string;
+  ordering_key: string | null;
+  status: 'pending' | 'succeeded' | 'failed' | 'skipped';
+  attempt_count: number;
+  next_attempt_at: string | null;
+  /** While set and in the future, one node is attempting this delivery. */
+  lease_until: string | null;
+  lease_token: string | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface WebhookAttemptsTable {
+  id: string;
+  delivery_id: string;
+  attempt: number;
+  attempted_at: string;
+  status_code: number | null;
+  latency_ms: number;
+  error: string | null;
+  /** The receiver's answer, truncated. */
+  response_body: string | null;
+  next_attempt_at: string | null;
+  /** Which node made the attempt. */
+  node_id: string;
+}
+
+export type WebhooksTables = {
+  webhook_endpoints: WebhookEndpointsTable;
+  webhook_events: WebhookEventsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
+  webhook_attempts: WebhookAttemptsTable;
+};

@@ -5,7 +5,6 @@ import type { Config } from '../config.ts';
 import type { Metrics } from '../http/metrics.ts';
 import { sendProblem } from '../http/problem.ts';
 import type { SharedState } from '../state/index.ts';
-import { hashKey, parseKey } from './key-format.ts';
 import type { KeyStore, VerifiedKey } from './key-store.ts';
 import { ipAllowed, originAllowed, requestOrigin } from './restrictions.ts';
 
@@ -102,10 +101,9 @@ export async function checkRequest(
     return { ok: false, code: 'invalid_header', detail: 'X-Project-Id is not a valid project id.' };
   }
   const { key } = presented as { key: string };
-  // Shape and checksum first: a key that cannot exist never reaches the store.
-  if (key.length > MAX_KEY_HEADER || !parseKey(key).ok)
-    return { ok: false, code: 'invalid_api_key' };
-  const found = await deps.keys.findByHash(hashKey(key));
+  if (key.length > MAX_KEY_HEADER) return { ok: false, code: 'invalid_api_key' };
+  // A malformed key (shape, checksum) is refused by the key store without any store query.
+  const found = await deps.keys.find(key);
   // Unknown, or another project's: the same answer, so neither is revealed.
   if (!found || found.projectId !== projectId) return { ok: false, code: 'invalid_api_key' };
   const now = deps.clock.now();

@@ -2,6 +2,7 @@ import type { KeyType, Product } from '@svc/protocol';
 import type { Clock } from '../clock.ts';
 import type { SharedState } from '../state/index.ts';
 import { json, type Store } from '../storage/db.ts';
+import { hashKey, parseKey } from './key-format.ts';
 import { parseIpRange } from './restrictions.ts';
 
 /** A key as the gate needs it, with its project's enabled products. Cached in process. */
@@ -65,20 +66,26 @@ export class KeyStore {
     await this.state.publish(INVALIDATE_CHANNEL, String(this.clock.now()));
   }
 
-  /** The key with this SHA-256 hash, or null when unknown. */
-  async findByHash(hash: string): Promise<VerifiedKey | null> {
+  /**
+   * The key a request presents, or null when it is malformed or unknown. A malformed key (bad
+   * prefix, length or checksum) never reaches the store. Results are cached by the presented
+   * string, so a cached key costs one map lookup: no parse and no SHA-256. The cache lives only
+   * in this process's memory, as the request carrying the key does; at rest there are only hashes.
+   */
+  async find(presented: string): Promise<VerifiedKey | null> {
     const now = this.clock.now();
-    const hit = this.cache.get(hash);
+    const hit = this.cache.get(presented);
     if (hit && now - hit.cachedAtMs < this.ttlMs) return hit.key;
+    if (!parseKey(presented).ok) return null;
     const generation = this.generation;
-    const key = await this.load(hash);
+    const key = await this.load(hashKey(presented));
     // An invalidation that arrived during the query makes this result stale: don't cache it.
     if (generation === this.generation && this.ttlMs > 0) {
       if (this.cache.size >= MAX_ENTRIES) {
         const oldest = this.cache.keys().next().value;
         if (oldest !== undefined) this.cache.delete(oldest);
       }
-      this.cache.set(hash, { key, cachedAtMs: now });
+      this.cache.set(presented, { key, cachedAtMs: now });
     }
     return key;
   }

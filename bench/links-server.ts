@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Fastify from 'fastify';
+import pg from 'pg';
 import { buildApp } from '../packages/server/src/app.ts';
 import { loadConfig } from '../packages/server/src/config.ts';
 
@@ -42,7 +43,9 @@ if (mode === 'bare') {
     SVC_PUBLIC_URL: 'http://127.0.0.1:8080',
     SVC_REDIS_PREFIX: `bench:${randomBytes(4).toString('hex')}:`,
   });
-  const app = await buildApp({ config, adminToken: 'bench-admin', secret: 'bench' });
+  // A schema of its own on PostgreSQL, dropped at the end, so runs never see each other's links.
+  const pgSchema = config.databaseUrl ? `bench_${randomBytes(6).toString('hex')}` : undefined;
+  const app = await buildApp({ config, adminToken: 'bench-admin', secret: 'bench', pgSchema });
   app.get('/__bench/cpu', { schema: { hide: true } }, async () => cpu());
   // The baseline's handler inside the full app: separates the platform's per-request cost
   // (hooks, request ids, metrics) from the redirect's own.
@@ -72,6 +75,12 @@ if (mode === 'bare') {
   close = async () => {
     await app.close();
     fs.rmSync(dataDir, { recursive: true, force: true });
+    if (pgSchema) {
+      const client = new pg.Client({ connectionString: config.databaseUrl });
+      await client.connect();
+      await client.query(`drop schema if exists ${pgSchema} cascade`);
+      await client.end();
+    }
   };
 }
 

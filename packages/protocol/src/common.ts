@@ -1,5 +1,8 @@
 import { type TSchema, Type } from '@sinclair/typebox';
 
+/** A resource id in a path (`prj_…`, `key_…`, `whe_…`): 1–64 of `[A-Za-z0-9_-]`. */
+export const ResourceId = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' });
+
 /** An ISO 8601 UTC timestamp, e.g. `2026-11-25T10:00:00.000Z`. */
 export const Timestamp = Type.String({ format: 'date-time' });
 

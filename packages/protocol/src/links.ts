@@ -1,5 +1,5 @@
 import { type Static, Type } from '@sinclair/typebox';
-import { PageQuery, Paginated, Timestamp } from './common.ts';
+import { PageQuery, Paginated, ResourceId, Timestamp } from './common.ts';
 
 /**
  * Links wire schemas: project link settings, links, resolve, deferred matching, events, stats.
@@ -236,7 +236,7 @@ export type ListLinksQuery = Static<typeof ListLinksQuery>;
 export const LinkList = Paginated(Link);
 
 export const LinkIdParams = Type.Object({
-  linkId: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' }),
+  linkId: ResourceId,
 });
 
 export const ResolveLinkQuery = Type.Object(

@@ -8,6 +8,7 @@ import {
   CreateProjectBody,
   ImportLegacyKeyBody,
   Project,
+  ResourceId,
   RotateKeyBody,
   UpdateKeyBody,
   UpdateProjectBody,
@@ -18,11 +19,11 @@ import type { KeyService } from './keys.ts';
 import type { ProjectService } from './projects.ts';
 
 const ProjectParams = Type.Object({
-  projectId: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' }),
+  projectId: ResourceId,
 });
 const KeyParams = Type.Object({
-  projectId: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' }),
-  keyId: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' }),
+  projectId: ResourceId,
+  keyId: ResourceId,
 });
 
 export interface AdminDeps {

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import {
+  ResourceId,
   SendCodeBody,
   SendCodeResponse,
   ValidateTokenBody,
@@ -128,7 +129,7 @@ export const verifyAdminRoutes: FastifyPluginAsyncTypebox<{
         summary: "The console SMS sender's last messages for a project (development)",
         description: 'Newest first; at most 50, kept in memory on the node that sent them.',
         params: Type.Object({
-          projectId: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' }),
+          projectId: ResourceId,
         }),
         response: { 200: VerifyOutbox },
       },

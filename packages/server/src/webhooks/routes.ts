@@ -3,6 +3,7 @@ import { Type } from '@sinclair/typebox';
 import {
   CreatedWebhookEndpoint,
   CreateWebhookBody,
+  ResourceId,
   RotatedWebhookSecret,
   RotateWebhookSecretBody,
   UpdateWebhookBody,
@@ -15,7 +16,7 @@ import {
 import type { onRequestAsyncHookHandler } from 'fastify';
 import type { WebhookEndpoints } from './endpoints.ts';
 
-const Id = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' });
+const Id = ResourceId;
 const ProjectParams = Type.Object({ projectId: Id });
 const EndpointParams = Type.Object({ projectId: Id, webhookId: Id });
 const DeliveryParams = Type.Object({ projectId: Id, webhookId: Id, deliveryId: Id });

@@ -4,7 +4,7 @@ import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
 import type { Metrics } from '../http/metrics.ts';
 import { sendProblem } from '../http/problem.ts';
-import type { SharedState } from '../state/index.ts';
+import type { RateLimitResult, SharedState } from '../state/index.ts';
 import type { KeyStore, VerifiedKey } from './key-store.ts';
 import { ipAllowed, originAllowed, requestOrigin } from './restrictions.ts';
 
@@ -86,13 +86,15 @@ function presentedKey(request: FastifyRequest): GateResult | { ok: true; key: st
 /**
  * The key gate: decides, for one request to a guarded route, who is calling and whether they
  * may. Checks run in the documented order and the first failure wins. Expected refusals are
- * values; only the HTTP hook turns them into responses.
+ * values; only the HTTP hook turns them into responses. A key already in the cache is decided
+ * synchronously; otherwise the answer is a promise.
  */
-export async function checkRequest(
+export function checkRequest(
   request: FastifyRequest,
   route: RouteAuth,
   deps: GateDeps,
-): Promise<GateResult> {
+  now: number = deps.clock.now(),
+): GateResult | Promise<GateResult> {
   const presented = presentedKey(request);
   if (!presented.ok) return presented;
   const projectId = header(request, 'x-project-id');
@@ -102,11 +104,22 @@ export async function checkRequest(
   }
   const { key } = presented as { key: string };
   if (key.length > MAX_KEY_HEADER) return { ok: false, code: 'invalid_api_key' };
+  const cached = deps.keys.peek(key, now);
+  if (cached !== undefined) return checkKey(request, route, projectId, cached, now);
   // A malformed key (shape, checksum) is refused by the key store without any store query.
-  const found = await deps.keys.find(key);
+  return deps.keys.find(key).then((found) => checkKey(request, route, projectId, found, now));
+}
+
+/** The checks after the key lookup, in order: project, state, product, scope, restrictions. */
+function checkKey(
+  request: FastifyRequest,
+  route: RouteAuth,
+  projectId: string,
+  found: VerifiedKey | null,
+  now: number,
+): GateResult {
   // Unknown, or another project's: the same answer, so neither is revealed.
   if (!found || found.projectId !== projectId) return { ok: false, code: 'invalid_api_key' };
-  const now = deps.clock.now();
   if (found.revokedAtMs !== null && found.revokedAtMs <= now)
     return { ok: false, code: 'api_key_revoked' };
   if (found.expiresAtMs !== null && found.expiresAtMs <= now)
@@ -153,16 +166,61 @@ function checkClientRestrictions(request: FastifyRequest, key: VerifiedKey): Err
   return origins.length > 0 ? 'origin_not_allowed' : 'bundle_id_not_allowed';
 }
 
-/** Installs the gate as an onRequest hook; routes opt in with `config.auth`. */
+type Done = (err?: Error) => void;
+
+/**
+ * Installs the gate as an onRequest hook on each route that declares `config.auth` (routes
+ * registered after this call, in any plugin); other routes never run it. A callback hook, so
+ * that a request whose key is cached and whose rate limit is in process passes without a
+ * single promise.
+ */
 export function installGate(app: FastifyInstance, deps: GateDeps) {
   app.decorateRequest('auth', null);
-  app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-    const route = request.routeOptions.config.auth;
-    if (!route) return;
-    const result = await checkRequest(request, route, deps);
+  // `RateLimit-Policy` has one value per limit: built once, not per request.
+  const policies = new Map<number, string>();
+  const policy = (limit: number) => {
+    let value = policies.get(limit);
+    if (value === undefined) {
+      value = `"default";q=${limit};w=60`;
+      if (policies.size < 1000) policies.set(limit, value);
+    }
+    return value;
+  };
+
+  function rateLimited(
+    reply: FastifyReply,
+    key: VerifiedKey,
+    limit: number,
+    rate: RateLimitResult,
+    done: Done,
+  ) {
+    reply.header('RateLimit-Policy', policy(limit));
+    reply.header(
+      'RateLimit',
+      `"default";r=${rate.remaining};t=${rate.allowed ? rate.resetSeconds : rate.retryAfterSeconds}`,
+    );
+    if (rate.allowed) return done();
+    deps.metrics.rateLimitRefusals.inc({ key_type: key.type });
+    sendProblem(
+      reply,
+      'rate_limited',
+      `The key's limit of ${limit} requests per minute is used up.`,
+      { retryAfter: rate.retryAfterSeconds },
+      { 'Retry-After': String(rate.retryAfterSeconds) },
+    );
+  }
+
+  function decided(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    result: GateResult,
+    now: number,
+    done: Done,
+  ) {
     if (!result.ok) {
       deps.metrics.authRefusals.inc({ code: result.code });
-      return sendProblem(reply, result.code, result.detail);
+      sendProblem(reply, result.code, result.detail);
+      return;
     }
     request.auth = result.auth;
     const key = result.auth.key;
@@ -171,26 +229,31 @@ export function installGate(app: FastifyInstance, deps: GateDeps) {
       (key.type === 'client'
         ? deps.config.clientKeyRateLimitPerMinute
         : deps.config.serverKeyRateLimitPerMinute);
-    const rate = await deps.state.rateLimit(
-      `key:${key.id}`,
-      limit,
-      RATE_WINDOW_MS,
-      deps.clock.now(),
-    );
-    reply.header('RateLimit-Policy', `"default";q=${limit};w=60`);
-    reply.header(
-      'RateLimit',
-      `"default";r=${rate.remaining};t=${rate.allowed ? rate.resetSeconds : rate.retryAfterSeconds}`,
-    );
-    if (!rate.allowed) {
-      deps.metrics.rateLimitRefusals.inc({ key_type: key.type });
-      return sendProblem(
-        reply,
-        'rate_limited',
-        `The key's limit of ${limit} requests per minute is used up.`,
-        { retryAfter: rate.retryAfterSeconds },
-        { 'Retry-After': String(rate.retryAfterSeconds) },
-      );
+    const rate = deps.state.rateLimit(`key:${key.id}`, limit, RATE_WINDOW_MS, now);
+    if (rate instanceof Promise) {
+      rate.then((r) => rateLimited(reply, key, limit, r, done)).catch(done);
+    } else {
+      rateLimited(reply, key, limit, rate, done);
     }
+  }
+
+  const gate = (request: FastifyRequest, reply: FastifyReply, done: Done) => {
+    const route = request.routeOptions.config.auth as RouteAuth;
+    const now = deps.clock.now();
+    const result = checkRequest(request, route, deps, now);
+    if (result instanceof Promise) {
+      result.then((r) => decided(request, reply, r, now, done)).catch(done);
+    } else {
+      decided(request, reply, result, now, done);
+    }
+  };
+
+  app.addHook('onRoute', (route) => {
+    if (!route.config?.auth) return;
+    const existing = route.onRequest;
+    route.onRequest = [
+      gate,
+      ...(existing ? (Array.isArray(existing) ? existing : [existing]) : []),
+    ];
   });
 }

@@ -72,10 +72,19 @@ export class KeyStore {
    * string, so a cached key costs one map lookup: no parse and no SHA-256. The cache lives only
    * in this process's memory, as the request carrying the key does; at rest there are only hashes.
    */
+  /**
+   * The cached answer for `presented`, without waiting: the key, `null` for a key known not to
+   * exist, or `undefined` when the cache has no fresh answer (then call {@link find}).
+   */
+  peek(presented: string, now: number): VerifiedKey | null | undefined {
+    const hit = this.cache.get(presented);
+    return hit && now - hit.cachedAtMs < this.ttlMs ? hit.key : undefined;
+  }
+
   async find(presented: string): Promise<VerifiedKey | null> {
     const now = this.clock.now();
-    const hit = this.cache.get(presented);
-    if (hit && now - hit.cachedAtMs < this.ttlMs) return hit.key;
+    const hit = this.peek(presented, now);
+    if (hit !== undefined) return hit;
     if (!parseKey(presented).ok) return null;
     const generation = this.generation;
     const key = await this.load(hashKey(presented));

@@ -1,21 +1,106 @@
-import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, type MetricValueWithName, Registry } from 'prom-client';
+
+const DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
+
+/** One route × method × status: its request count, and its durations as histogram buckets. */
+interface RequestSeries {
+  route: string;
+  method: string;
+  status: string;
+  count: number;
+  /** Observations per bucket (not cumulative); the last one is +Inf. */
+  buckets: number[];
+  sum: number;
+}
+
+/**
+ * Per-request HTTP metrics, counted in plain objects on the request path and turned into
+ * Prometheus series only when scraped. prom-client's own Counter and Histogram hash their label
+ * objects on every observation, which costs more than a short-link redirect's own work.
+ */
+class RequestMetrics {
+  private series = new Map<string, RequestSeries>();
+
+  observe(route: string, method: string, statusCode: number, seconds: number) {
+    const key = `${statusCode} ${method} ${route}`;
+    let s = this.series.get(key);
+    if (s === undefined) {
+      s = {
+        route,
+        method,
+        status: String(statusCode),
+        count: 0,
+        buckets: new Array(DURATION_BUCKETS.length + 1).fill(0),
+        sum: 0,
+      };
+      this.series.set(key, s);
+    }
+    s.count++;
+    s.sum += seconds;
+    let i = 0;
+    while (i < DURATION_BUCKETS.length && seconds > DURATION_BUCKETS[i]) i++;
+    s.buckets[i]++;
+  }
+
+  /** `svc_http_requests_total`, as prom-client's registry reads a metric. */
+  readonly requests = {
+    name: 'svc_http_requests_total',
+    help: 'HTTP requests by route, method and status',
+    type: 'counter',
+    aggregator: 'sum',
+    get: async () => ({
+      name: this.requests.name,
+      help: this.requests.help,
+      type: 'counter',
+      aggregator: 'sum',
+      values: [...this.series.values()].map((s) => ({
+        labels: { route: s.route, method: s.method, status: s.status },
+        value: s.count,
+      })),
+    }),
+    reset: () => this.series.clear(),
+  };
+
+  /** `svc_http_request_duration_seconds` by route, as prom-client's registry reads a metric. */
+  readonly duration = {
+    name: 'svc_http_request_duration_seconds',
+    help: 'HTTP request duration by route',
+    type: 'histogram',
+    aggregator: 'sum',
+    get: async () => {
+      const byRoute = new Map<string, { buckets: number[]; sum: number; count: number }>();
+      for (const s of this.series.values()) {
+        let r = byRoute.get(s.route);
+        if (!r) {
+          r = { buckets: new Array(s.buckets.length).fill(0), sum: 0, count: 0 };
+          byRoute.set(s.route, r);
+        }
+        for (let i = 0; i < s.buckets.length; i++) r.buckets[i] += s.buckets[i];
+        r.sum += s.sum;
+        r.count += s.count;
+      }
+      const name = this.duration.name;
+      const values: MetricValueWithName<string>[] = [];
+      for (const [route, r] of byRoute) {
+        let cumulative = 0;
+        for (let i = 0; i < r.buckets.length; i++) {
+          cumulative += r.buckets[i];
+          const le = i < DURATION_BUCKETS.length ? DURATION_BUCKETS[i] : '+Inf';
+          values.push({ metricName: `${name}_bucket`, labels: { le, route }, value: cumulative });
+        }
+        values.push({ metricName: `${name}_sum`, labels: { route }, value: r.sum });
+        values.push({ metricName: `${name}_count`, labels: { route }, value: r.count });
+      }
+      return { name, help: this.duration.help, type: 'histogram', aggregator: 'sum', values };
+    },
+    reset: () => this.series.clear(),
+  };
+}
 
 /** The server's Prometheus metrics, one registry per app instance. */
 export class Metrics {
   readonly registry = new Registry();
-  readonly requests = new Counter({
-    name: 'svc_http_requests_total',
-    help: 'HTTP requests by route, method and status',
-    labelNames: ['route', 'method', 'status'] as const,
-    registers: [this.registry],
-  });
-  readonly requestDuration = new Histogram({
-    name: 'svc_http_request_duration_seconds',
-    help: 'HTTP request duration by route',
-    labelNames: ['route'] as const,
-    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
-    registers: [this.registry],
-  });
+  private http = new RequestMetrics();
   readonly authRefusals = new Counter({
     name: 'svc_auth_refusals_total',
     help: 'Requests refused by the key gate, by error code',
@@ -30,6 +115,13 @@ export class Metrics {
   });
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
+    this.registry.registerMetric(this.http.requests as never);
+    this.registry.registerMetric(this.http.duration as never);
     if (options.defaultMetrics) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /** Counts one answered request (the onResponse hook calls it for every request). */
+  request(route: string, method: string, statusCode: number, seconds: number) {
+    this.http.observe(route, method, statusCode, seconds);
   }
 }

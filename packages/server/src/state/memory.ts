@@ -19,12 +19,7 @@ export class MemoryState implements SharedState {
     this.sweeper = setInterval(() => this.sweep(Date.now()), 60_000).unref();
   }
 
-  async rateLimit(
-    bucket: string,
-    limit: number,
-    windowMs: number,
-    nowMs: number,
-  ): Promise<RateLimitResult> {
+  rateLimit(bucket: string, limit: number, windowMs: number, nowMs: number): RateLimitResult {
     const index = Math.floor(nowMs / windowMs);
     const key = `${bucket}:${windowMs}`;
     let w = this.windows.get(key);

@@ -21,14 +21,15 @@ export interface SharedState {
   /**
    * Counts one request against `bucket` under a sliding-window counter (the weighted sum of the
    * previous and current fixed windows, as Cloudflare and Upstash do), atomically across nodes.
-   * A refused request is not counted.
+   * A refused request is not counted. The in-process implementation answers synchronously
+   * (the key gate then finishes without a promise); Redis answers with a promise.
    */
   rateLimit(
     bucket: string,
     limit: number,
     windowMs: number,
     nowMs: number,
-  ): Promise<RateLimitResult>;
+  ): RateLimitResult | Promise<RateLimitResult>;
   /** Sends `message` to every subscriber of `channel` on every node, this one included. */
   publish(channel: string, message: string): Promise<void>;
   /** Calls `handler` for each message on `channel`; resolves once the subscription is live. */

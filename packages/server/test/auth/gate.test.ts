@@ -370,6 +370,19 @@ for (const backend of BACKENDS) {
       assert.equal((await call('/v1/test/realtime', auth(k.key))).statusCode, 200, 'quota returns');
     });
 
+    test('the gate runs once for a HEAD request and never on a public route', async () => {
+      const k = await newKey({ type: 'client', rateLimitPerMinute: 3 });
+      const head = await call('/v1/test/realtime', auth(k.key), { method: 'HEAD' });
+      assert.equal(head.statusCode, 200);
+      assert.match(String(head.headers.ratelimit), /^"default";r=2;t=\d+$/);
+      const anonymous = await call('/v1/test/realtime', {}, { method: 'HEAD' });
+      assert.equal(anonymous.statusCode, 401);
+      assert.equal(anonymous.body, '');
+      const open = await call('/healthz');
+      assert.equal(open.statusCode, 200);
+      assert.equal(open.headers.ratelimit, undefined);
+    });
+
     test('metrics count requests, auth refusals and rate-limit refusals', async () => {
       const res = await call('/metrics');
       assert.equal(res.statusCode, 200);
@@ -379,10 +392,29 @@ for (const backend of BACKENDS) {
       );
       assert.match(res.body, /svc_auth_refusals_total\{code="invalid_api_key"\} \d+/);
       assert.match(res.body, /svc_rate_limit_refusals_total\{key_type="client"\} [1-9]/);
+      // The duration histogram: cumulative buckets per route, ending at +Inf = count.
+      const inf =
+        /svc_http_request_duration_seconds_bucket\{le="\+Inf",route="\/v1\/test\/realtime"\} (\d+)/.exec(
+          res.body,
+        );
+      const count =
+        /svc_http_request_duration_seconds_count\{route="\/v1\/test\/realtime"\} (\d+)/.exec(
+          res.body,
+        );
+      assert.ok(inf && count, res.body);
+      assert.equal(inf[1], count[1]);
+      assert.ok(Number(count[1]) >= 5);
+      assert.match(res.body, /# TYPE svc_http_request_duration_seconds histogram/);
+      assert.match(res.body, /# TYPE svc_http_requests_total counter/);
     });
 
     test('keys never appear in captured log output', async () => {
-      await call(`/v1/test/boom?access_token=${s.project.clientKey}`, auth(s.project.clientKey));
+      const boom = await call(
+        `/v1/test/boom?access_token=${s.project.clientKey}`,
+        auth(s.project.clientKey),
+      );
+      // The request's logger (made on first use) carries its request id.
+      assert.ok(s.logs.text.includes(`"reqId":"${boom.headers['request-id']}"`), s.logs.text);
       await call('/v1/test/realtime', auth(s.project.serverKey));
       s.app.log.info(
         { key: s.project.serverKey, headers: { authorization: `Bearer ${s.project.clientKey}` } },

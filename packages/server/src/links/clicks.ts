@@ -1,9 +1,9 @@
+import type { Transaction } from 'better-sqlite3';
 import type { FastifyBaseLogger } from 'fastify';
 import { CompiledQuery } from 'kysely';
 import type { Store } from '../storage/db.ts';
 import type { LinkClicksTable } from './tables.ts';
 
-const CHUNK_ROWS = 200;
 const COLUMNS = [
   'id',
   'project_id',
@@ -13,6 +13,21 @@ const COLUMNS = [
   'created_at',
   'claimed_at',
 ] as const;
+/** A click as queued: its values in {@link COLUMNS} order (no object per click). */
+export type ClickRow = [
+  id: string,
+  projectId: string,
+  linkId: string,
+  platform: LinkClicksTable['platform'],
+  fingerprint: string,
+  createdAt: string,
+  claimedAt: null,
+];
+/** PostgreSQL: one statement text for any number of rows (seven array parameters). */
+const PG_INSERT = `insert into link_clicks (${COLUMNS.join(', ')}) select * from unnest(${COLUMNS.map((_, i) => `$${i + 1}::text[]`).join(', ')})`;
+const PG_CHUNK_ROWS = 5000;
+/** Clicks kept for a retry while the store refuses writes; beyond this, the oldest are dropped. */
+const MAX_PENDING = 100_000;
 
 /**
  * Writes redirect clicks in batches, off the redirect's path: a click is queued and the queue
@@ -20,22 +35,24 @@ const COLUMNS = [
  * every click this node served (deferred matching, stats) call `flush()` first. Other nodes see a
  * click once it is written, at most `maxDelayMs` after the redirect; an app install takes far
  * longer. A crash loses at most the clicks of the last `maxDelayMs`.
+ *
+ * SQLite runs one prepared single-row INSERT per click inside one transaction per batch;
+ * PostgreSQL gets one `INSERT … SELECT FROM unnest(…)` per batch, the same text every time.
  */
 export class ClickRecorder {
-  private queue: LinkClicksTable[] = [];
+  private queue: ClickRow[] = [];
   private timer: NodeJS.Timeout | null = null;
   private writing: Promise<void> = Promise.resolve();
-  /** The multi-row INSERT text per row count, compiled once by Kysely for the store's dialect. */
-  private statements = new Map<number, string>();
+  private sqliteBatch: Transaction<(rows: ClickRow[]) => void> | undefined;
 
   constructor(
     private store: Store,
     private log: FastifyBaseLogger,
     private maxDelayMs = 100,
-    private maxBatch = 1000,
+    private maxBatch = 2000,
   ) {}
 
-  record(click: LinkClicksTable) {
+  record(click: ClickRow) {
     this.queue.push(click);
     if (this.queue.length >= this.maxBatch) void this.flush();
     else this.timer ??= setTimeout(() => void this.flush(), this.maxDelayMs);
@@ -47,43 +64,45 @@ export class ClickRecorder {
       clearTimeout(this.timer);
       this.timer = null;
     }
+    if (this.queue.length === 0) return this.writing;
     const batch = this.queue;
     this.queue = [];
     this.writing = this.writing.then(() => this.write(batch));
     return this.writing;
   }
 
-  private insert(rows: LinkClicksTable[]): CompiledQuery {
-    let text = this.statements.get(rows.length);
-    if (text === undefined) {
-      // Compiled from rows in COLUMNS order, so the parameters below line up with the text.
-      const ordered = rows.map(
-        (row) => Object.fromEntries(COLUMNS.map((c) => [c, row[c]])) as unknown as LinkClicksTable,
-      );
-      text = this.store.db.insertInto('link_clicks').values(ordered).compile().sql;
-      this.statements.set(rows.length, text);
+  private async write(batch: ClickRow[]) {
+    try {
+      if (this.store.sqlite) this.writeSqlite(batch);
+      else await this.writePostgres(batch);
+    } catch (err) {
+      // The store is down or busy: keep the clicks (up to a bound) and try again later.
+      const kept = batch.concat(this.queue).slice(-MAX_PENDING);
+      const dropped = batch.length + this.queue.length - kept.length;
+      this.queue = kept;
+      this.log.error({ err, clicks: batch.length, dropped }, 'link clicks not written; will retry');
+      this.timer ??= setTimeout(() => void this.flush(), this.maxDelayMs * 10);
     }
-    const parameters: unknown[] = [];
-    for (const row of rows) for (const column of COLUMNS) parameters.push(row[column]);
-    return CompiledQuery.raw(text, parameters);
   }
 
-  private async write(batch: LinkClicksTable[]) {
-    for (let i = 0; i < batch.length; i += CHUNK_ROWS) {
-      const chunk = batch.slice(i, i + CHUNK_ROWS);
-      try {
-        await this.store.db.executeQuery(this.insert(chunk));
-      } catch {
-        // A link deleted since its click fails its row's foreign key and so the whole chunk:
-        // write the rows one by one and drop only the ones that cannot be written.
-        for (const row of chunk) {
-          try {
-            await this.store.db.insertInto('link_clicks').values(row).execute();
-          } catch (err) {
-            this.log.warn({ err, linkId: row.link_id }, 'link click dropped');
-          }
-        }
-      }
+  private writeSqlite(batch: ClickRow[]) {
+    const sqlite = this.store.sqlite!;
+    if (!this.sqliteBatch) {
+      const insert = sqlite.prepare<ClickRow>(
+        `insert into link_clicks (${COLUMNS.join(', ')}) values (${COLUMNS.map(() => '?').join(', ')})`,
+      );
+      this.sqliteBatch = sqlite.transaction((rows: ClickRow[]) => {
+        for (const row of rows) insert.run(...row);
+      });
+    }
+    this.sqliteBatch(batch);
+  }
+
+  private async writePostgres(batch: ClickRow[]) {
+    for (let i = 0; i < batch.length; i += PG_CHUNK_ROWS) {
+      const chunk = batch.slice(i, i + PG_CHUNK_ROWS);
+      const columns = COLUMNS.map((_, c) => chunk.map((row) => row[c]));
+      await this.store.db.executeQuery(CompiledQuery.raw(PG_INSERT, columns));
     }
   }
 }

@@ -12,6 +12,11 @@ export type DialectName = 'sqlite' | 'postgres';
 export interface Store {
   db: Kysely<Database>;
   dialect: DialectName;
+  /**
+   * SQLite only: the better-sqlite3 handle under `db`, for hot paths that write many identical
+   * rows (a statement prepared once, run in one transaction). Everything else goes through `db`.
+   */
+  sqlite?: SQLite.Database;
   /** True when the store answers a trivial query. */
   ping(): Promise<boolean>;
   close(): Promise<void>;
@@ -47,6 +52,7 @@ async function openSqlite(file: string): Promise<Store> {
   return {
     db,
     dialect: 'sqlite',
+    sqlite: database,
     ping: async () => {
       await sql`select 1`.execute(db);
       return true;

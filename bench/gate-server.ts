@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { buildApp } from '../packages/server/src/app.ts';
 import { loadConfig } from '../packages/server/src/config.ts';
+import { cpuMicros } from './lib.ts';
 
 const config = loadConfig({
   ...process.env,
@@ -15,6 +16,7 @@ const config = loadConfig({
 });
 const app = await buildApp({ config, adminToken: 'bench-admin', secret: 'bench' });
 const handler = async () => ({ ok: true });
+app.get('/__bench/cpu', { schema: { hide: true } }, async () => cpuMicros());
 app.get('/bench/bare', handler);
 app.get('/v1/bench/auth', { config: { auth: { product: 'realtime', clientKeys: true } } }, handler);
 await app.listen({ port: 0, host: '127.0.0.1' });

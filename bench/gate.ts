@@ -1,12 +1,7 @@
-import { fmt, type LoadResult, load, startChild } from './lib.ts';
+import { cpuRatio, fmt, type Measured, measure, median, rpsRatio, startChild } from './lib.ts';
 
-const ROUNDS = 3;
+const ROUNDS = 5;
 const SECONDS = 4;
-
-function median(results: LoadResult[]): LoadResult {
-  const sorted = [...results].sort((a, b) => a.requestsPerSecond - b.requestsPerSecond);
-  return sorted[Math.floor(sorted.length / 2)];
-}
 
 interface ServerInfo {
   port: number;
@@ -31,24 +26,29 @@ export async function run(): Promise<string> {
     try {
       const base = `http://127.0.0.1:${server.info.port}`;
       // Both routes get the same request (headers included), so only the gate differs; rounds
-      // alternate and medians are kept, so background noise hits both alike.
+      // alternate and the median of the paired rounds' ratios is kept, so background noise
+      // hits both alike.
       const headers = {
         authorization: `Bearer ${server.info.clientKey}`,
         'x-project-id': server.info.projectId,
       };
-      const bares: LoadResult[] = [];
-      const auths: LoadResult[] = [];
+      const bareUrl = `${base}/bench/bare`;
+      const authUrl = `${base}/v1/bench/auth`;
+      await measure(bareUrl, headers, 2);
+      await measure(authUrl, headers, 2);
+      const bares: Measured[] = [];
+      const auths: Measured[] = [];
       for (let round = 0; round < ROUNDS; round++) {
-        bares.push(await load(`${base}/bench/bare`, headers, SECONDS));
-        auths.push(await load(`${base}/v1/bench/auth`, headers, SECONDS));
+        bares.push(await measure(bareUrl, headers, SECONDS));
+        auths.push(await measure(authUrl, headers, SECONDS));
       }
-      const bare = median(bares);
-      const authed = median(auths);
-      const non2xx = auths.reduce((n, r) => n + r.non2xx, 0);
-      if (non2xx > 0) throw new Error(`${non2xx} non-2xx answers on the authenticated route`);
-      const ratio = authed.requestsPerSecond / bare.requestsPerSecond;
+      const refused = auths.reduce((n, r) => n + r.total - (r.statuses['200'] ?? 0), 0);
+      if (refused > 0) throw new Error(`${refused} non-200 answers on the authenticated route`);
+      const ratio = rpsRatio(auths, bares);
+      const col = (x: Measured[], f: (r: Measured) => number, digits = 0) =>
+        fmt(median(x.map(f)), digits);
       rows.push(
-        `| ${name} | ${fmt(bare.requestsPerSecond)} | ${fmt(bare.p99Ms)} | ${fmt(authed.requestsPerSecond)} | ${fmt(authed.p99Ms)} | **${fmt(ratio, 2)}** | ≥ ${target} ${ratio >= target ? '✅' : '❌'} |`,
+        `| ${name} | ${col(bares, (r) => r.requestsPerSecond)} (${col(bares, (r) => r.cpuMicrosPerRequest)} µs) | ${col(bares, (r) => r.p99Ms)} | ${col(auths, (r) => r.requestsPerSecond)} (${col(auths, (r) => r.cpuMicrosPerRequest)} µs) | ${col(auths, (r) => r.p99Ms)} | **${fmt(ratio, 2)}** (CPU ${fmt(cpuRatio(auths, bares), 2)}) | ≥ ${target} ${ratio >= target ? '✅' : '❌'} |`,
       );
     } finally {
       await server.stop();
@@ -57,9 +57,9 @@ export async function run(): Promise<string> {
   return [
     '### Key gate: authenticated route vs the same handler without auth',
     '',
-    `50 connections; ${ROUNDS} alternating rounds of ${SECONDS} s per route after a 2 s warm-up each (medians); the same request headers on both routes; autocannon in the bench process, server in a child process.`,
+    `50 connections; after a 2 s warm-up per route, ${ROUNDS} alternating rounds of ${SECONDS} s per route; ratios are medians of the paired rounds' ratios. The same request headers on both routes; autocannon in the bench process, server in a child process. req/s with the server's CPU µs per request in brackets (process.cpuUsage, all threads; Redis's own CPU not included).`,
     '',
-    '| shared state | bare req/s | bare p99 ms | authenticated req/s | auth p99 ms | ratio | target |',
+    '| shared state | bare req/s | bare p99 ms | authenticated req/s | auth p99 ms | ratio (req/s) | target |',
     '|---|---|---|---|---|---|---|',
     ...rows,
   ].join('\n');

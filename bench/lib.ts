@@ -25,28 +25,61 @@ export async function startChild<T>(script: string, env: Record<string, string |
   };
 }
 
-export interface LoadResult {
+/** One autocannon run against a server that reports its CPU time at `/__bench/cpu`. */
+export interface Measured {
   requestsPerSecond: number;
-  p50Ms: number;
+  /** Server process CPU time (user + system, all threads) per request, microseconds. */
+  cpuMicrosPerRequest: number;
   p99Ms: number;
-  non2xx: number;
+  total: number;
+  /** Answers by status code. */
+  statuses: Record<string, number>;
 }
 
-/** Runs autocannon against `url` for `seconds` after a short warm-up. */
-export async function load(
+/** CPU time this process has used, in microseconds: bench servers serve it at `/__bench/cpu`. */
+export function cpuMicros() {
+  const { user, system } = process.cpuUsage();
+  return { micros: user + system };
+}
+
+/**
+ * autocannon (50 connections) against `url` for `seconds`, with the server's CPU time per
+ * request read from `/__bench/cpu` on the same host before and after.
+ */
+export async function measure(
   url: string,
-  headers: Record<string, string> = {},
-  seconds = 8,
-  connections = 50,
-): Promise<LoadResult> {
-  await autocannon({ url, headers, connections, duration: 2 });
-  const r = await autocannon({ url, headers, connections, duration: seconds });
+  headers: Record<string, string>,
+  seconds: number,
+): Promise<Measured> {
+  const cpuUrl = new URL('/__bench/cpu', url).toString();
+  const cpu = async () => ((await (await fetch(cpuUrl)).json()) as { micros: number }).micros;
+  const before = await cpu();
+  const r = await autocannon({ url, headers, connections: 50, duration: seconds });
+  const used = (await cpu()) - before;
+  const stats =
+    (r as unknown as { statusCodeStats?: Record<string, { count: number }> }).statusCodeStats ?? {};
   return {
     requestsPerSecond: r.requests.average,
-    p50Ms: r.latency.p50,
+    cpuMicrosPerRequest: used / Math.max(1, r.requests.total),
     p99Ms: r.latency.p99,
-    non2xx: r.non2xx,
+    total: r.requests.total,
+    statuses: Object.fromEntries(Object.entries(stats).map(([code, s]) => [code, s.count])),
   };
+}
+
+export function median(values: number[]) {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)];
+}
+
+/** Median over rounds of `x[i] / y[i]` req/s: paired rounds, so background load hits both. */
+export function rpsRatio(x: Measured[], y: Measured[]) {
+  return median(x.map((r, i) => r.requestsPerSecond / y[i].requestsPerSecond));
+}
+
+/** Median over rounds of the CPU-per-request ratio, as a throughput ratio (y's cost / x's). */
+export function cpuRatio(x: Measured[], y: Measured[]) {
+  return median(x.map((r, i) => y[i].cpuMicrosPerRequest / r.cpuMicrosPerRequest));
 }
 
 export function fmt(n: number, digits = 0) {

@@ -12,20 +12,16 @@ import Fastify from 'fastify';
 import pg from 'pg';
 import { buildApp } from '../packages/server/src/app.ts';
 import { loadConfig } from '../packages/server/src/config.ts';
+import { cpuMicros } from './lib.ts';
 
 const mode = process.env.LINKS_BENCH_MODE ?? 'svc';
-/** CPU time this process has used, in microseconds: the bench divides it by requests served. */
-const cpu = () => {
-  const { user, system } = process.cpuUsage();
-  return { micros: user + system };
-};
 let close: () => Promise<unknown>;
 let port: number;
 let route: string;
 
 if (mode === 'bare') {
   const app = Fastify({ logger: false });
-  app.get('/__bench/cpu', async () => cpu());
+  app.get('/__bench/cpu', async () => cpuMicros());
   app.get('/l/:slug', async (_request, reply) =>
     reply.code(302).header('location', 'https://shop.example.com/p/42?utm_source=bench').send(),
   );
@@ -46,7 +42,7 @@ if (mode === 'bare') {
   // A schema of its own on PostgreSQL, dropped at the end, so runs never see each other's links.
   const pgSchema = config.databaseUrl ? `bench_${randomBytes(6).toString('hex')}` : undefined;
   const app = await buildApp({ config, adminToken: 'bench-admin', secret: 'bench', pgSchema });
-  app.get('/__bench/cpu', { schema: { hide: true } }, async () => cpu());
+  app.get('/__bench/cpu', { schema: { hide: true } }, async () => cpuMicros());
   // The baseline's handler inside the full app: separates the platform's per-request cost
   // (hooks, request ids, metrics) from the redirect's own.
   app.get('/__bench/bare/:slug', { schema: { hide: true } }, async (_request, reply) =>

@@ -1,5 +1,4 @@
-import autocannon from 'autocannon';
-import { fmt, startChild } from './lib.ts';
+import { cpuRatio, fmt, type Measured, measure, median, rpsRatio, startChild } from './lib.ts';
 
 interface ServerInfo {
   port: number;
@@ -12,34 +11,6 @@ const UA = {
   android:
     'Mozilla/5.0 (Linux; Android 14; Pixel 8 Pro) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.6367.82 Mobile Safari/537.36',
 };
-
-interface Measured {
-  requestsPerSecond: number;
-  /** Server CPU time per request, microseconds. */
-  cpuMicrosPerRequest: number;
-  p99Ms: number;
-  redirects: number;
-  total: number;
-}
-
-/** autocannon for `seconds`, counting 302 answers (the ones we want). */
-async function measure(url: string, userAgent: string, seconds: number): Promise<Measured> {
-  const options = { url, connections: 50, headers: { 'user-agent': userAgent } };
-  const cpuUrl = new URL('/__bench/cpu', url).toString();
-  const cpu = async () => ((await (await fetch(cpuUrl)).json()) as { micros: number }).micros;
-  const before = await cpu();
-  const r = await autocannon({ ...options, duration: seconds });
-  const used = (await cpu()) - before;
-  const stats = (r as unknown as { statusCodeStats?: Record<string, { count: number }> })
-    .statusCodeStats;
-  return {
-    requestsPerSecond: r.requests.average,
-    cpuMicrosPerRequest: used / Math.max(1, r.requests.total),
-    p99Ms: r.latency.p99,
-    redirects: stats?.['302']?.count ?? 0,
-    total: r.requests.total,
-  };
-}
 
 async function oneRedirect(url: string, userAgent: string) {
   const res = await fetch(url, { headers: { 'user-agent': userAgent }, redirect: 'manual' });
@@ -58,7 +29,7 @@ async function oneRedirect(url: string, userAgent: string) {
  */
 export async function run(): Promise<string> {
   const target = 0.8;
-  const rounds = 3;
+  const rounds = 5;
   const seconds = 3;
   const rows: string[] = [];
   const backends: [string, Record<string, string>][] = [
@@ -88,31 +59,26 @@ export async function run(): Promise<string> {
         await oneRedirect(bareUrl, ua);
         await oneRedirect(inAppUrl, ua);
         const location = await oneRedirect(svcUrl, ua);
-        for (const url of [bareUrl, inAppUrl, svcUrl]) await measure(url, ua, 1);
+        for (const url of [bareUrl, inAppUrl, svcUrl]) await measure(url, { 'user-agent': ua }, 1);
         const b: Measured[] = [];
         const a: Measured[] = [];
         const m: Measured[] = [];
         for (let i = 0; i < rounds; i++) {
-          b.push(await measure(bareUrl, ua, seconds));
-          a.push(await measure(inAppUrl, ua, seconds));
-          m.push(await measure(svcUrl, ua, seconds));
+          b.push(await measure(bareUrl, { 'user-agent': ua }, seconds));
+          a.push(await measure(inAppUrl, { 'user-agent': ua }, seconds));
+          m.push(await measure(svcUrl, { 'user-agent': ua }, seconds));
         }
         for (const r of m) {
-          if (r.redirects < r.total * 0.99) {
-            throw new Error(
-              `${backend} ${name}: only ${r.redirects} of ${r.total} answers were 302`,
-            );
+          const redirects = r.statuses['302'] ?? 0;
+          if (redirects < r.total * 0.99) {
+            throw new Error(`${backend} ${name}: only ${redirects} of ${r.total} answers were 302`);
           }
         }
-        const ratio = (x: Measured[], y: Measured[]) =>
-          median(x.map((r, i) => r.requestsPerSecond / y[i].requestsPerSecond));
-        const cpuRatio = (x: Measured[], y: Measured[]) =>
-          median(x.map((r, i) => y[i].cpuMicrosPerRequest / r.cpuMicrosPerRequest));
         const rps = (x: Measured[]) => fmt(median(x.map((r) => r.requestsPerSecond)));
         const cpu = (x: Measured[]) => fmt(median(x.map((r) => r.cpuMicrosPerRequest)));
-        const vsBare = ratio(m, b);
+        const vsBare = rpsRatio(m, b);
         rows.push(
-          `| ${backend} | ${name} → ${new URL(location).host} | ${rps(b)} (${cpu(b)} µs) | ${rps(a)} (${cpu(a)} µs) | ${rps(m)} (${cpu(m)} µs) | **${fmt(vsBare, 2)}** (CPU ${fmt(cpuRatio(m, b), 2)}) | ${fmt(ratio(a, b), 2)} (CPU ${fmt(cpuRatio(a, b), 2)}) | ${fmt(ratio(m, a), 2)} (CPU ${fmt(cpuRatio(m, a), 2)}) | ≥ ${target} ${vsBare >= target ? '✅' : '❌'} |`,
+          `| ${backend} | ${name} → ${new URL(location).host} | ${rps(b)} (${cpu(b)} µs) | ${rps(a)} (${cpu(a)} µs) | ${rps(m)} (${cpu(m)} µs) | **${fmt(vsBare, 2)}** (CPU ${fmt(cpuRatio(m, b), 2)}) | ${fmt(rpsRatio(a, b), 2)} (CPU ${fmt(cpuRatio(a, b), 2)}) | ${fmt(rpsRatio(m, a), 2)} (CPU ${fmt(cpuRatio(m, a), 2)}) | ≥ ${target} ${vsBare >= target ? '✅' : '❌'} |`,
         );
       }
     } finally {
@@ -128,9 +94,4 @@ export async function run(): Promise<string> {
     '|---|---|---|---|---|---|---|---|---|',
     ...rows,
   ].join('\n');
-}
-
-function median(values: number[]) {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
 }

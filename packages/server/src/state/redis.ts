@@ -1,18 +1,30 @@
 import { Redis } from 'ioredis';
 import { type RateLimitResult, type SharedState, slidingWindowResult } from './state.ts';
 
-// KEYS[1] current window, KEYS[2] previous window; ARGV limit, fraction into window, ttl ms.
-// Check and increment in one script, so concurrent requests on any node cannot overshoot.
+// KEYS[1] current window, KEYS[2] previous window; ARGV limit, fraction into window, ttl ms,
+// and how many requests ask at once. Admits as many of them as the window has room for, in one
+// script, so concurrent requests on any node cannot overshoot.
 const SLIDING_WINDOW = `
 local curr = tonumber(redis.call('GET', KEYS[1]) or '0')
 local prev = tonumber(redis.call('GET', KEYS[2]) or '0')
-local limit = tonumber(ARGV[1])
 local weight = 1 - tonumber(ARGV[2])
-if prev * weight + curr + 1 > limit then return {0, prev, curr} end
-curr = redis.call('INCR', KEYS[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return {1, prev, curr}
+local room = math.floor(tonumber(ARGV[1]) - prev * weight - curr)
+local admitted = math.max(0, math.min(tonumber(ARGV[4]), room))
+if admitted > 0 then
+  redis.call('INCRBY', KEYS[1], admitted)
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+end
+return {admitted, prev, curr}
 `;
+
+/** Requests for one bucket that arrived in one turn of the event loop, decided by one script call. */
+interface RateLimitBatch {
+  bucket: string;
+  limit: number;
+  windowMs: number;
+  nowMs: number;
+  waiters: { resolve: (r: RateLimitResult) => void; reject: (err: unknown) => void }[];
+}
 
 type RedisWithScripts = Redis & {
   svcSlidingWindow(
@@ -21,6 +33,7 @@ type RedisWithScripts = Redis & {
     limit: number,
     fraction: number,
     ttlMs: number,
+    asking: number,
   ): Promise<[number, number, number]>;
 };
 
@@ -30,6 +43,7 @@ export class RedisState implements SharedState {
   private client: RedisWithScripts;
   private subscriber: Redis;
   private handlers = new Map<string, Set<(message: string) => void>>();
+  private batches = new Map<string, RateLimitBatch>();
 
   /**
    * @param url `redis://…`
@@ -62,22 +76,57 @@ export class RedisState implements SharedState {
     return this.prefix + name;
   }
 
-  async rateLimit(
+  /**
+   * Requests for the same bucket that arrive in one turn of the event loop share one script call (a hot key
+   * under load costs one Redis round trip per turn, not one per request); the script admits as
+   * many as fit, in arrival order, so the count stays exact across nodes.
+   */
+  rateLimit(
     bucket: string,
     limit: number,
     windowMs: number,
     nowMs: number,
   ): Promise<RateLimitResult> {
-    const index = Math.floor(nowMs / windowMs);
-    const base = `${this.prefix}rl:{${bucket}}:${windowMs}:`;
-    const [ok, prev, curr] = await this.client.svcSlidingWindow(
-      base + index,
-      base + (index - 1),
-      limit,
-      (nowMs % windowMs) / windowMs,
-      windowMs * 2,
-    );
-    return slidingWindowResult(ok === 1, Number(prev), Number(curr), limit, windowMs, nowMs);
+    const id = `${limit}:${windowMs}:${bucket}`;
+    let batch = this.batches.get(id);
+    if (!batch) {
+      batch = { bucket, limit, windowMs, nowMs, waiters: [] };
+      this.batches.set(id, batch);
+      // After this poll phase: every request parsed in this turn of the event loop joins.
+      if (this.batches.size === 1) setImmediate(() => this.decideBatches());
+    }
+    const waiters = batch.waiters;
+    return new Promise((resolve, reject) => waiters.push({ resolve, reject }));
+  }
+
+  private decideBatches() {
+    const batches = [...this.batches.values()];
+    this.batches.clear();
+    for (const b of batches) {
+      const index = Math.floor(b.nowMs / b.windowMs);
+      const base = `${this.prefix}rl:{${b.bucket}}:${b.windowMs}:`;
+      this.client
+        .svcSlidingWindow(
+          base + index,
+          base + (index - 1),
+          b.limit,
+          (b.nowMs % b.windowMs) / b.windowMs,
+          b.windowMs * 2,
+          b.waiters.length,
+        )
+        .then(([admitted, prev, curr]) => {
+          const p = Number(prev);
+          const c = Number(curr);
+          b.waiters.forEach((w, i) => {
+            const ok = i < admitted;
+            const count = ok ? c + i + 1 : c + Number(admitted);
+            w.resolve(slidingWindowResult(ok, p, count, b.limit, b.windowMs, b.nowMs));
+          });
+        })
+        .catch((err) => {
+          for (const w of b.waiters) w.reject(err);
+        });
+    }
   }
 
   async publish(channel: string, message: string) {

@@ -17,6 +17,16 @@ for (const kind of KINDS) {
         Array.from({ length: 15 }, () => state.rateLimit('burst', 10, minute, t0 + 1000)),
       );
       assert.equal(results.filter((r) => r.allowed).length, 10);
+      // In arrival order (on Redis the burst is decided by one script call): the first ten pass,
+      // each seeing one less remaining.
+      assert.deepEqual(
+        results.map((r) => r.allowed),
+        Array.from({ length: 15 }, (_, i) => i < 10),
+      );
+      assert.deepEqual(
+        results.slice(0, 10).map((r) => r.remaining),
+        [9, 8, 7, 6, 5, 4, 3, 2, 1, 0],
+      );
       const refused = results.find((r) => !r.allowed)!;
       assert.equal(refused.remaining, 0);
       assert.ok(refused.retryAfterSeconds >= 1);

@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import type { FastifyInstance, InjectOptions } from 'fastify';
 import { Redis } from 'ioredis';
@@ -36,13 +39,23 @@ export function uniqueName(prefix: string) {
   return `${prefix}_${randomBytes(6).toString('hex')}`;
 }
 
-/** A fresh store: an in-memory SQLite database, or a new PostgreSQL schema dropped on close. */
+/**
+ * A fresh store: a SQLite file in a new temporary folder (as the embedded default runs, WAL and
+ * all), or a new PostgreSQL schema; either is removed on drop.
+ */
 export async function freshStore(
   db: Backend['db'],
 ): Promise<{ store: Store; schema?: string; drop(): Promise<void> }> {
   if (db === 'sqlite') {
-    const store = await openStore({ sqliteFile: ':memory:' });
-    return { store, drop: () => store.close() };
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-test-'));
+    const store = await openStore({ sqliteFile: path.join(dir, 'svc.sqlite') });
+    return {
+      store,
+      async drop() {
+        await store.close();
+        fs.rmSync(dir, { recursive: true, force: true });
+      },
+    };
   }
   const schema = uniqueName('t');
   const store = await openStore({ databaseUrl: DATABASE_URL, pgSchema: schema });

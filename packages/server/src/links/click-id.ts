@@ -1,10 +1,13 @@
 import { randomFillSync } from 'node:crypto';
 
-const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+const CROCKFORD = Buffer.from('0123456789ABCDEFGHJKMNPQRSTVWXYZ', 'latin1');
 // Random bytes drawn from the CSPRNG in blocks: one call per 409 ids instead of one per id,
 // which matters on the redirect path (a click id per request).
 const pool = Buffer.alloc(4096);
 let offset = pool.length;
+/** `clk_` + 10 time characters + 16 random ones, written in place and read as one string. */
+const out = Buffer.from(`clk_${'0'.repeat(26)}`, 'latin1');
+let lastMs = -1;
 
 /**
  * A click id: `clk_` + a ULID (48-bit millisecond time + 80 random bits, Crockford base32), the
@@ -15,25 +18,25 @@ export function newClickId(nowMs: number): string {
     randomFillSync(pool);
     offset = 0;
   }
-  let time = '';
-  let t = nowMs;
-  for (let i = 0; i < 10; i++) {
-    time = CROCKFORD[t % 32] + time;
-    t = Math.floor(t / 32);
+  if (nowMs !== lastMs) {
+    let t = nowMs;
+    for (let i = 13; i >= 4; i--) {
+      out[i] = CROCKFORD[t % 32];
+      t = Math.floor(t / 32);
+    }
+    lastMs = nowMs;
   }
-  let rand = '';
-  let acc = 0;
-  let bits = 0;
-  for (let i = offset; i < offset + 10; i++) {
-    acc = (acc << 8) | pool[i];
-    bits += 8;
-    while (bits >= 5) {
-      bits -= 5;
-      rand += CROCKFORD[(acc >> bits) & 31];
+  // 80 random bits as 16 five-bit characters: two 40-bit halves, each exact in a double.
+  for (let half = 0; half < 2; half++) {
+    const o = offset + half * 5;
+    let bits = pool[o] * 2 ** 32 + pool.readUInt32BE(o + 1);
+    for (let i = 21 + half * 8; i >= 14 + half * 8; i--) {
+      out[i] = CROCKFORD[bits % 32];
+      bits = Math.floor(bits / 32);
     }
   }
   // Used bytes are overwritten so that no id's randomness stays in memory for the next ones.
   pool.fill(0, offset, offset + 10);
   offset += 10;
-  return `clk_${time}${rand}`;
+  return out.toString('latin1', 0, 30);
 }

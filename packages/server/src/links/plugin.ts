@@ -37,7 +37,7 @@ export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { 
     service.listen(),
   ]);
   app.addHook('onClose', async () => {
-    await clicks.flush();
+    await clicks.close();
     await Promise.all(unsubscribers.map((u) => u().catch(() => {})));
   });
 

@@ -164,12 +164,15 @@ export function publicLinkRoutes(
     },
     async (request, reply) => {
       const { slug } = request.params;
-      if (!SLUG.test(slug)) return sendPage(reply, 404, NOT_FOUND);
       // The common case (settings and link cached) runs without waiting on anything.
       const snapshot = directory.fresh() ?? (await directory.current());
       const domain = directory.domainIn(snapshot, request.host.toLowerCase());
       let link = service.peek(domain, slug);
-      if (link === undefined) link = await service.findForRedirect(domain, slug);
+      if (link === undefined) {
+        // Only a cache miss needs the shape check: a cached slug was checked when it was loaded.
+        if (!SLUG.test(slug)) return sendPage(reply, 404, NOT_FOUND);
+        link = await service.findForRedirect(domain, slug);
+      }
       if (!link) return sendPage(reply, 404, NOT_FOUND);
       if (service.isExpired(link)) return sendPage(reply, 410, EXPIRED);
       const userAgent = request.headers['user-agent'] ?? '';

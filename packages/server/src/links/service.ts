@@ -165,7 +165,7 @@ export class LinkService {
   fingerprint(ip: string, userAgent: string) {
     const v4 = ip.startsWith('::ffff:') && ip.includes('.') ? ip.slice(7) : ip.toLowerCase();
     const digest = hash('sha256', `${this.fingerprintKey}\0${v4}\0${userAgent}`, 'buffer');
-    return digest.subarray(0, 16).toString('base64url');
+    return digest.toString('base64url', 0, 16);
   }
 
   /** Checks the URLs and sizes of a link's fields against the rules and project settings. */
@@ -379,16 +379,14 @@ export class LinkService {
   recordClick(link: RedirectLink, platform: Platform, ip: string, userAgent: string): string {
     const now = this.clock.now();
     const id = newClickId(now);
-    const { project_id, id: linkId } = link.row;
-    this.clicks.record([
+    this.clicks.record(
       id,
-      project_id,
-      linkId,
+      link.row.project_id,
+      link.row.id,
       platform,
       this.fingerprint(ip, userAgent),
       iso(now),
-      null,
-    ]);
+    );
     return id;
   }
 

@@ -229,7 +229,7 @@ export function installGate(app: FastifyInstance, deps: GateDeps) {
       (key.type === 'client'
         ? deps.config.clientKeyRateLimitPerMinute
         : deps.config.serverKeyRateLimitPerMinute);
-    const rate = deps.state.rateLimit(`key:${key.id}`, limit, RATE_WINDOW_MS, now);
+    const rate = deps.state.rateLimit(key.rateBucket, limit, RATE_WINDOW_MS, now);
     if (rate instanceof Promise) {
       rate.then((r) => rateLimited(reply, key, limit, r, done)).catch(done);
     } else {

@@ -19,6 +19,8 @@ export interface VerifiedKey {
   /** When the key stops working: now or later (a rotated key's grace period end). */
   revokedAtMs: number | null;
   projectProducts: ReadonlySet<Product>;
+  /** The key's rate-limit bucket name in the shared state (built once, not per request). */
+  rateBucket: string;
 }
 
 interface CacheEntry {
@@ -133,6 +135,7 @@ export class KeyStore {
       expiresAtMs: row.expires_at ? Date.parse(row.expires_at) : null,
       revokedAtMs: row.revoked_at ? Date.parse(row.revoked_at) : null,
       projectProducts: new Set(json<Product[]>(row.products)),
+      rateBucket: `key:${row.id}`,
     };
   }
 }

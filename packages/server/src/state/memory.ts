@@ -10,7 +10,8 @@ interface Window {
 /** Shared state for a single process: the embedded default. */
 export class MemoryState implements SharedState {
   readonly kind = 'memory' as const;
-  private windows = new Map<string, Window>();
+  /** Counters by window length, then bucket (no key string built per request). */
+  private windows = new Map<number, Map<string, Window>>();
   private bus = new EventEmitter().setMaxListeners(0);
   private sweeper: NodeJS.Timeout;
 
@@ -21,11 +22,15 @@ export class MemoryState implements SharedState {
 
   rateLimit(bucket: string, limit: number, windowMs: number, nowMs: number): RateLimitResult {
     const index = Math.floor(nowMs / windowMs);
-    const key = `${bucket}:${windowMs}`;
-    let w = this.windows.get(key);
+    let buckets = this.windows.get(windowMs);
+    if (!buckets) {
+      buckets = new Map();
+      this.windows.set(windowMs, buckets);
+    }
+    let w = buckets.get(bucket);
     if (!w) {
       w = { index, curr: 0, prev: 0 };
-      this.windows.set(key, w);
+      buckets.set(bucket, w);
     } else if (w.index !== index) {
       w.prev = w.index === index - 1 ? w.curr : 0;
       w.curr = 0;
@@ -38,9 +43,10 @@ export class MemoryState implements SharedState {
   }
 
   private sweep(nowMs: number) {
-    for (const [key, w] of this.windows) {
-      const windowMs = Number(key.slice(key.lastIndexOf(':') + 1));
-      if (Math.floor(nowMs / windowMs) > w.index + 1) this.windows.delete(key);
+    for (const [windowMs, buckets] of this.windows) {
+      for (const [bucket, w] of buckets) {
+        if (Math.floor(nowMs / windowMs) > w.index + 1) buckets.delete(bucket);
+      }
     }
   }
 

@@ -237,23 +237,27 @@ export function installGate(app: FastifyInstance, deps: GateDeps) {
     }
   }
 
-  const gate = (request: FastifyRequest, reply: FastifyReply, done: Done) => {
-    const route = request.routeOptions.config.auth as RouteAuth;
-    const now = deps.clock.now();
-    const result = checkRequest(request, route, deps, now);
-    if (result instanceof Promise) {
-      result.then((r) => decided(request, reply, r, now, done)).catch(done);
-    } else {
-      decided(request, reply, result, now, done);
-    }
-  };
+  /** The hook for one route: its declaration is read once here, not per request. */
+  const gateFor =
+    (route: RouteAuth) => (request: FastifyRequest, reply: FastifyReply, done: Done) => {
+      const now = deps.clock.now();
+      const result = checkRequest(request, route, deps, now);
+      if (result instanceof Promise) {
+        result.then((r) => decided(request, reply, r, now, done)).catch(done);
+      } else {
+        decided(request, reply, result, now, done);
+      }
+    };
+  const gates = new WeakSet<object>();
 
   app.addHook('onRoute', (route) => {
-    if (!route.config?.auth) return;
-    const existing = route.onRequest;
-    route.onRequest = [
-      gate,
-      ...(existing ? (Array.isArray(existing) ? existing : [existing]) : []),
-    ];
+    const auth = route.config?.auth;
+    if (!auth) return;
+    const existing = route.onRequest ? [route.onRequest].flat() : [];
+    // Fastify derives a GET route's HEAD twin from options that may already carry the gate.
+    if (existing.some((hook) => gates.has(hook))) return;
+    const gate = gateFor(auth);
+    gates.add(gate);
+    route.onRequest = [gate, ...existing];
   });
 }

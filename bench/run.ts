@@ -12,6 +12,9 @@ const args = process.argv.slice(2);
 const write = args.includes('--write');
 const only = args.filter((a) => !a.startsWith('--'));
 
+/** What every reader of the results should know about the machine they come from. */
+const NOISE = `The machine is a shared 2-core VM. The client (autocannon) and the servers share its two cores, so a server's CPU per request and the client's both set the throughput. Other tenants' load moves absolute numbers a lot: the same bare Fastify route has measured from 15,000 to 39,000 req/s on the same day. Ratios are medians of paired, alternating rounds, and they still move by about ±0.1 between runs. Compare ratios, not absolute numbers, and rerun before trusting a single one.`;
+
 const sections: string[] = [];
 for (const area of only.length ? only : AREAS) {
   const file = path.join(import.meta.dirname, `${area}.ts`);
@@ -25,6 +28,8 @@ const report = [
   `# Benchmark results`,
   '',
   `Measured ${new Date().toISOString().slice(0, 10)} on ${machine}.`,
+  '',
+  NOISE,
   '',
   ...sections.flatMap((s) => [s, '']),
 ].join('\n');

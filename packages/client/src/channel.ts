@@ -78,6 +78,8 @@ export class Channel {
   #lastError: ErrorFrame | undefined;
   #sessionClosed: ChannelClose['sessionClosed'];
   #closed = false;
+  /** Why the channel closed, once it has. */
+  #closeError: SvcError | null = null;
 
   constructor(private readonly requestTimeoutMs: number) {}
 
@@ -113,7 +115,15 @@ export class Channel {
 
   /** Sends a request; resolves with the ack's data, rejects with the error frame's code. */
   request(type: string, data: unknown = {}): Promise<Record<string, unknown>> {
-    if (!this.isOpen) {
+    if (this.#closed) {
+      return Promise.reject(
+        this.#closeError ?? new SvcError('connection_closed', 'The signaling channel is closed'),
+      );
+    }
+    // Closing (the server's close frame is in, its close event not yet): that close explains
+    // the failure better than a generic connection_closed, so the request waits for it.
+    const closing = this.#socket?.readyState === 2;
+    if (!closing && !this.isOpen) {
       return Promise.reject(new SvcError('connection_closed', 'The signaling channel is closed'));
     }
     const id = String(this.#nextId++);
@@ -123,7 +133,7 @@ export class Channel {
         reject(new SvcError('timeout', `No answer to ${type} within ${this.requestTimeoutMs} ms`));
       }, this.requestTimeoutMs);
       this.#pending.set(id, { resolve, reject, timer });
-      this.#socket!.send(JSON.stringify({ id, type, data }));
+      if (!closing) this.#socket!.send(JSON.stringify({ id, type, data }));
     });
   }
 
@@ -168,6 +178,7 @@ export class Channel {
       lastError: this.#lastError,
     };
     const err = errorOfClose(close);
+    this.#closeError = err;
     for (const [id, pending] of this.#pending) {
       clearTimeout(pending.timer);
       this.#pending.delete(id);

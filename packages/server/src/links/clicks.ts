@@ -36,6 +36,7 @@ export class ClickRecorder {
   private sqliteBatch: Transaction<(rows: ClickRow[]) => void> | undefined;
   private writer: ClickWriterThread | null = null;
   private useThread: boolean;
+  private closed = false;
 
   constructor(
     private store: Store,
@@ -75,6 +76,14 @@ export class ClickRecorder {
   /** Writes what is queued and stops the writer thread. */
   async close() {
     await this.flush();
+    // No retries once closed: a store that is down at shutdown must not keep the process alive.
+    this.closed = true;
+    if (this.queue.length > 0) {
+      this.log.error({ dropped: this.queue.length }, 'link clicks dropped at shutdown');
+      this.queue = [];
+    }
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
     await this.writer?.close();
     this.writer = null;
   }
@@ -90,7 +99,7 @@ export class ClickRecorder {
       const dropped = batch.length + this.queue.length - kept.length;
       this.queue = kept;
       this.log.error({ err, clicks: batch.length, dropped }, 'link clicks not written; will retry');
-      this.timer ??= setTimeout(() => void this.flush(), this.maxDelayMs * 10);
+      if (!this.closed) this.timer ??= setTimeout(() => void this.flush(), this.maxDelayMs * 10);
     }
   }
 

@@ -88,5 +88,28 @@ for (const c of cases) {
       await recorder.flush();
       assert.equal(await count(), before + 30);
     });
+
+    test('closing while the store refuses writes drops the queue and leaves no retry behind', async () => {
+      const shutdownLogs = new LogCapture();
+      const closing = new ClickRecorder(store, pino({ level: 'warn' }, shutdownLogs), 10_000);
+      await sql`alter table link_clicks rename to link_clicks_away`.execute(store.db);
+      try {
+        for (let i = 0; i < 5; i++) {
+          closing.record(
+            newClickId(Date.now()),
+            'prj_1',
+            'lnk_1',
+            'ios',
+            'fp',
+            new Date().toISOString(),
+          );
+        }
+        await closing.close();
+        assert.match(shutdownLogs.text, /link clicks dropped at shutdown/);
+        assert.match(shutdownLogs.text, /"dropped":5/);
+      } finally {
+        await sql`alter table link_clicks_away rename to link_clicks`.execute(store.db);
+      }
+    });
   });
 }

@@ -79,7 +79,19 @@ async function openPostgres(url: string, schema?: string): Promise<Store> {
     try {
       // Name the schema: Kysely otherwise takes migration tables found in any schema as ours.
       const current = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);
-      await migrate(db, current.rows[0]?.schema ?? schema ?? 'public');
+      const migrationSchema = current.rows[0]?.schema ?? schema ?? 'public';
+      // Kysely looks for its migration tables by listing the tables of every schema. A schema
+      // dropped by another session during that listing makes PostgreSQL fail the query ("schema
+      // … does not exist" for the dropped one). Nothing was changed yet, so try again.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await migrate(db, migrationSchema);
+          break;
+        } catch (err) {
+          const code = ((err as Error).cause as { code?: string } | undefined)?.code;
+          if (attempt >= 5 || (code !== '3F000' && code !== '42P01')) throw err;
+        }
+      }
     } catch (err) {
       await db.destroy();
       throw err;
@@ -104,7 +116,9 @@ async function migrate(db: Kysely<Database>, migrationTableSchema?: string) {
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((r) => r.status === 'Error');
   if (error || failed) {
-    throw new Error(`migration ${failed?.migrationName ?? ''} failed: ${String(error)}`);
+    throw new Error(`migration ${failed?.migrationName ?? ''} failed: ${String(error)}`, {
+      cause: error,
+    });
   }
 }
 

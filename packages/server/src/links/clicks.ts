@@ -3,9 +3,29 @@ import type { Transaction } from 'better-sqlite3';
 import type { FastifyBaseLogger } from 'fastify';
 import { CompiledQuery } from 'kysely';
 import type { Store } from '../storage/db.ts';
-import { CLICK_COLUMNS, type ClickRow } from './click-row.ts';
+import type { LinkClicksTable } from './tables.ts';
 
-export type { ClickRow } from './click-row.ts';
+/** The `link_clicks` columns, in the order a queued click carries its values. */
+const CLICK_COLUMNS = [
+  'id',
+  'project_id',
+  'link_id',
+  'platform',
+  'fingerprint',
+  'created_at',
+  'claimed_at',
+] as const;
+
+/** A click as queued: its values in {@link CLICK_COLUMNS} order (no object per click). */
+type ClickRow = [
+  id: string,
+  projectId: string,
+  linkId: string,
+  platform: LinkClicksTable['platform'],
+  fingerprint: string,
+  createdAt: string,
+  claimedAt: null,
+];
 
 /** PostgreSQL: one statement text for any number of rows (seven array parameters). */
 const PG_INSERT = `insert into link_clicks (${CLICK_COLUMNS.join(', ')}) select * from unnest(${CLICK_COLUMNS.map((_, i) => `$${i + 1}::text[]`).join(', ')})`;

@@ -70,13 +70,11 @@ async function openPostgres(url: string, schema?: string): Promise<Store> {
   await lock.connect();
   try {
     await lock.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_ID]);
-    // The schema exists before the pool opens its first connection, so that no pooled session
-    // ever started with a search_path naming a schema that was not there yet.
-    if (schema) await lock.query(`create schema if not exists ${schema}`);
     const db = new Kysely<Database>({
       dialect: new PostgresDialect({ pool: new pg.Pool(poolOptions) }),
     });
     try {
+      if (schema) await sql`create schema if not exists ${sql.id(schema)}`.execute(db);
       // Name the schema: Kysely otherwise takes migration tables found in any schema as ours.
       const current = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);
       const migrationSchema = current.rows[0]?.schema ?? schema ?? 'public';

@@ -1,7 +1,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import SQLite from 'better-sqlite3';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import {
+  type DatabaseIntrospector,
+  Kysely,
+  Migrator,
+  PostgresDialect,
+  SqliteDialect,
+  sql,
+  type TableMetadata,
+} from 'kysely';
 import pg from 'pg';
 import { migrationProvider } from './migrations.ts';
 import type { Database } from './schema.ts';
@@ -71,25 +79,13 @@ async function openPostgres(url: string, schema?: string): Promise<Store> {
   try {
     await lock.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_ID]);
     const db = new Kysely<Database>({
-      dialect: new PostgresDialect({ pool: new pg.Pool(poolOptions) }),
+      dialect: new CurrentSchemaPostgresDialect({ pool: new pg.Pool(poolOptions) }),
     });
     try {
       if (schema) await sql`create schema if not exists ${sql.id(schema)}`.execute(db);
       // Name the schema: Kysely otherwise takes migration tables found in any schema as ours.
       const current = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);
-      const migrationSchema = current.rows[0]?.schema ?? schema ?? 'public';
-      // Kysely looks for its migration tables by listing the tables of every schema. A schema
-      // dropped by another session during that listing makes PostgreSQL fail the query ("schema
-      // … does not exist" for the dropped one). Nothing was changed yet, so try again.
-      for (let attempt = 1; ; attempt++) {
-        try {
-          await migrate(db, migrationSchema);
-          break;
-        } catch (err) {
-          const code = ((err as Error).cause as { code?: string } | undefined)?.code;
-          if (attempt >= 5 || (code !== '3F000' && code !== '42P01')) throw err;
-        }
-      }
+      await migrate(db, current.rows[0]?.schema ?? schema ?? 'public');
     } catch (err) {
       await db.destroy();
       throw err;
@@ -106,6 +102,39 @@ async function openPostgres(url: string, schema?: string): Promise<Store> {
   } finally {
     await lock.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_ID]).catch(() => {});
     await lock.end();
+  }
+}
+
+/**
+ * PostgreSQL as Kysely's, except that introspection sees only the session's schema. Kysely's own
+ * introspector lists every table of every schema (its migrator uses it to find its tables); a
+ * schema dropped by another session during that listing fails the query ("schema … does not
+ * exist"), which broke migrations while other nodes or test files dropped theirs.
+ */
+class CurrentSchemaPostgresDialect extends PostgresDialect {
+  override createIntrospector(db: Kysely<any>): DatabaseIntrospector {
+    const getTables = async (): Promise<TableMetadata[]> => {
+      const { rows } = await sql<{ name: string; schema: string; kind: string }>`
+        select c.relname as name, n.nspname as schema, c.relkind as kind
+        from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+        where n.nspname = current_schema() and c.relkind in ('r', 'v', 'p')`.execute(db);
+      return rows.map((t) => ({
+        name: t.name,
+        schema: t.schema,
+        isView: t.kind === 'v',
+        columns: [],
+      }));
+    };
+    return {
+      getSchemas: async () =>
+        (
+          await sql<{ name: string }>`select nspname as name from pg_catalog.pg_namespace`.execute(
+            db,
+          )
+        ).rows,
+      getTables,
+      getMetadata: async () => ({ tables: await getTables() }),
+    };
   }
 }
 

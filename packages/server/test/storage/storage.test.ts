@@ -105,3 +105,57 @@ describe('storage (postgres): several nodes migrating at once', {
     await Promise.all(stores.map((s) => s.close()));
   });
 });
+
+describe('storage (postgres): migrating while other schemas come and go', {
+  skip: !DATABASE_URL && 'needs DATABASE_URL',
+}, () => {
+  const prefix = uniqueName('t');
+  after(async () => {
+    const client = new pg.Client({ connectionString: DATABASE_URL });
+    await client.connect();
+    const { rows } = await client.query(
+      `select nspname from pg_namespace where nspname like '${prefix}%'`,
+    );
+    for (const r of rows) await client.query(`drop schema if exists ${r.nspname} cascade`);
+    await client.end();
+  });
+
+  test('introspection sees only the store’s own schema', async () => {
+    const a = await openStore({ databaseUrl: DATABASE_URL, pgSchema: `${prefix}_a` });
+    const b = await openStore({ databaseUrl: DATABASE_URL, pgSchema: `${prefix}_b` });
+    try {
+      const tables = await a.db.introspection.getTables({ withInternalKyselyTables: true });
+      assert.ok(tables.some((t) => t.name === 'kysely_migration'));
+      assert.deepEqual([...new Set(tables.map((t) => t.schema))], [`${prefix}_a`]);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  test('stores open while other sessions create and drop schemas with tables', async () => {
+    // What test files (and nodes of other installs sharing a database) do to each other.
+    const churn = new pg.Client({ connectionString: DATABASE_URL });
+    await churn.connect();
+    let stop = false;
+    let churned = 0;
+    const churning = (async () => {
+      while (!stop) {
+        const name = `${prefix}_churn${churned++}`;
+        await churn.query(`create schema ${name}`);
+        await churn.query(`create table ${name}.x (id serial primary key, v text)`);
+        await churn.query(`drop schema ${name} cascade`);
+      }
+    })();
+    try {
+      for (let i = 0; i < 8; i++) {
+        const store = await openStore({ databaseUrl: DATABASE_URL, pgSchema: `${prefix}_s${i}` });
+        await store.close();
+      }
+    } finally {
+      stop = true;
+      await churning;
+      await churn.end();
+    }
+    assert.ok(churned > 0);
+  });
+});

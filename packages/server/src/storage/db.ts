@@ -112,7 +112,7 @@ async function openPostgres(url: string, schema?: string): Promise<Store> {
  * exist"), which broke migrations while other nodes or test files dropped theirs.
  */
 class CurrentSchemaPostgresDialect extends PostgresDialect {
-  override createIntrospector(db: Kysely<any>): DatabaseIntrospector {
+  override createIntrospector(db: Kysely<unknown>): DatabaseIntrospector {
     const getTables = async (): Promise<TableMetadata[]> => {
       const { rows } = await sql<{ name: string; schema: string; kind: string }>`
         select c.relname as name, n.nspname as schema, c.relkind as kind

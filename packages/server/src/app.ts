@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, {
   type FastifyInstance,
@@ -14,6 +15,7 @@ import { KeyStore } from './auth/key-store.ts';
 import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import { DomainEvents } from './events.ts';
+import { FastFront } from './http/front.ts';
 import { lazyChildLoggerFactory, loggerOptions } from './http/logging.ts';
 import { Metrics } from './http/metrics.ts';
 import { installOpenApi } from './http/openapi.ts';
@@ -45,6 +47,8 @@ export interface Services {
   events: DomainEvents;
   /** The admin-token check, for an area's own routes under `/v1/admin` (an onRequest hook). */
   adminGuard: onRequestAsyncHookHandler;
+  /** Public GET paths answered from memory ahead of Fastify (the short-link redirect). */
+  front: FastFront;
 }
 
 declare module 'fastify' {
@@ -79,6 +83,14 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 const REQUEST_ID_PREFIX = `req_${randomBytes(6).toString('base64url')}`;
 let requestCounter = 0;
 
+/** The caller's `Request-Id` (or `X-Request-Id`) when it is sane, else a new one. */
+function requestId(req: IncomingMessage): string {
+  const incoming = req.headers['request-id'] ?? req.headers['x-request-id'];
+  if (typeof incoming === 'string' && REQUEST_ID.test(incoming)) return incoming;
+  requestCounter = (requestCounter + 1) % Number.MAX_SAFE_INTEGER;
+  return `${REQUEST_ID_PREFIX}${requestCounter.toString(36)}`;
+}
+
 /**
  * Builds the whole server: stores, shared state, the key gate, the admin API and every
  * product area, each an encapsulated plugin. Routes can still be added until `ready()`.
@@ -102,6 +114,13 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   const keys = new KeyService(store, projects, keyStore, clock);
   const signingKeys = new SigningKeys(store, clock, config.publicUrl);
   await signingKeys.init();
+  const logsRequests = config.logLevel === 'debug' || config.logLevel === 'trace';
+  const front = new FastFront({
+    trustProxy: config.trustProxy,
+    requestId,
+    metrics,
+    enabled: !logsRequests,
+  });
   const services: Services = {
     config,
     store,
@@ -115,6 +134,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     events: new DomainEvents(),
     secret: options.secret ?? resolveServerSecret(config),
     adminGuard: adminTokenHook(options.adminToken),
+    front,
   };
 
   const logger = loggerOptions(config.logLevel);
@@ -132,15 +152,9 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
       },
     },
     requestIdHeader: false,
-    genReqId: (req) => {
-      const incoming = req.headers['request-id'] ?? req.headers['x-request-id'];
-      if (typeof incoming === 'string' && REQUEST_ID.test(incoming)) return incoming;
-      requestCounter = (requestCounter + 1) % Number.MAX_SAFE_INTEGER;
-      return `${REQUEST_ID_PREFIX}${requestCounter.toString(36)}`;
-    },
-    logController: new LogController({
-      disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace',
-    }),
+    genReqId: requestId,
+    logController: new LogController({ disableRequestLogging: !logsRequests }),
+    serverFactory: front.serverFactory(),
     childLoggerFactory: lazyChildLoggerFactory,
     routerOptions: { maxParamLength: 256 },
     return503OnClosing: true,
@@ -161,6 +175,10 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
       reply.statusCode,
       reply.elapsedTime / 1000,
     );
+    done();
+  });
+  app.addHook('preClose', (done) => {
+    front.close();
     done();
   });
   app.addHook('onClose', async () => {

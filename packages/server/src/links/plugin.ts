@@ -41,6 +41,6 @@ export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { 
     await Promise.all(unsubscribers.map((u) => u().catch(() => {})));
   });
 
-  publicLinkRoutes(app, service, directory);
+  publicLinkRoutes(app, service, directory, svc.front);
   await app.register(sdkLinkRoutes, { prefix: '/v1', service });
 };

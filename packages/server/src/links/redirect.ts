@@ -1,15 +1,10 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
+import type { FastFront } from '../http/front.ts';
 import { type LinkService, REFERRER_CLICK_ID, type RedirectLink } from './service.ts';
 import type { LinkDirectory, ResolvedLinkSettings, Snapshot } from './settings.ts';
 import { detectPlatform } from './user-agent.ts';
 
 const SLUG = /^[A-Za-z0-9_-]{1,64}$/;
-// Pages we serve load nothing and run nothing.
-const PAGE_HEADERS = {
-  'content-security-policy': "default-src 'none'; img-src https: http:; style-src 'unsafe-inline'",
-  'x-content-type-options': 'nosniff',
-  'referrer-policy': 'no-referrer',
-};
 /** Apple's path pattern for the short links (components format, iOS 13+). */
 const AASA_COMPONENTS = [{ '/': '/l/*', comment: 'Svc short links' }];
 
@@ -29,12 +24,24 @@ function page(title: string, body: string, head = '') {
 `;
 }
 
-function sendPage(reply: FastifyReply, status: number, html: string) {
-  return reply
-    .code(status)
-    .headers({ ...PAGE_HEADERS, 'cache-control': 'no-store' })
-    .type('text/html; charset=utf-8')
-    .send(html);
+/** What the redirect answers: a 302 to a target, or a page. */
+export interface RedirectAnswer {
+  status: 200 | 302 | 404 | 410;
+  headers: Record<string, string>;
+  body?: string;
+}
+
+// Pages we serve load nothing and run nothing.
+const PAGE_HEADERS = {
+  'content-security-policy': "default-src 'none'; img-src https: http:; style-src 'unsafe-inline'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-store',
+  'content-type': 'text/html; charset=utf-8',
+};
+
+function pageAnswer(status: RedirectAnswer['status'], html: string): RedirectAnswer {
+  return { status, headers: PAGE_HEADERS, body: html };
 }
 
 /** `utm_*` query parameters added to a destination that does not already carry them. */
@@ -137,21 +144,110 @@ function socialPage(link: RedirectLink, shortUrl: string) {
   );
 }
 
-const NOT_FOUND = page(
-  'Link not found',
-  '<h1>Link not found</h1><p>This link does not exist. Check that it was copied in full.</p>',
+const NOT_FOUND = pageAnswer(
+  404,
+  page(
+    'Link not found',
+    '<h1>Link not found</h1><p>This link does not exist. Check that it was copied in full.</p>',
+  ),
 );
-const EXPIRED = page('Link expired', '<h1>Link expired</h1><p>This link is no longer active.</p>');
+const EXPIRED = pageAnswer(
+  410,
+  page('Link expired', '<h1>Link expired</h1><p>This link is no longer active.</p>'),
+);
+
+/**
+ * Decides what `GET /l/{slug}` answers on a link domain, and records the click. Two entries, one
+ * decision: {@link answerNow} when everything is cached (the common case, answered without
+ * waiting on anything, also from the server's fast front), {@link answer} otherwise.
+ */
+export class Redirector {
+  constructor(
+    private service: LinkService,
+    private directory: LinkDirectory,
+  ) {}
+
+  /**
+   * The answer when the link domains and this link (or its absence) are cached; `undefined`
+   * when something must be loaded first. `slug` must already be a well-formed slug.
+   */
+  answerNow(host: string, slug: string, userAgent: string, ip: string): RedirectAnswer | undefined {
+    const snapshot = this.directory.fresh();
+    if (!snapshot) return undefined;
+    const domain = this.directory.domainIn(snapshot, host);
+    const link = this.service.peek(domain, slug);
+    if (link === undefined) return undefined;
+    return this.decide(snapshot, domain, slug, link, userAgent, ip);
+  }
+
+  /** The answer, loading the link domains or the link first when they are not cached. */
+  async answer(host: string, slug: string, userAgent: string, ip: string): Promise<RedirectAnswer> {
+    const snapshot = this.directory.fresh() ?? (await this.directory.current());
+    const domain = this.directory.domainIn(snapshot, host);
+    let link = this.service.peek(domain, slug);
+    if (link === undefined) {
+      // Only a cache miss needs the shape check: a cached slug was checked when it was loaded.
+      if (!SLUG.test(slug)) return NOT_FOUND;
+      link = await this.service.findForRedirect(domain, slug);
+    }
+    return this.decide(snapshot, domain, slug, link, userAgent, ip);
+  }
+
+  private decide(
+    snapshot: Snapshot,
+    domain: string,
+    slug: string,
+    link: RedirectLink | null,
+    userAgent: string,
+    ip: string,
+  ): RedirectAnswer {
+    if (!link) return NOT_FOUND;
+    if (this.service.isExpired(link)) return EXPIRED;
+    const platform = detectPlatform(userAgent);
+    // Previews are not clicks: they are answered with the card and not recorded.
+    if (platform === 'bot') {
+      return pageAnswer(200, socialPage(link, this.service.shortUrl(domain, slug)));
+    }
+    const clickId = this.service.recordClick(link, platform, ip, userAgent);
+    const targets = targetsFor(link, snapshot, this.directory);
+    let location = targets.desktop;
+    if (platform === 'android') {
+      if (link.android?.fallbackUrl) location = link.android.fallbackUrl;
+      else if (targets.androidStore)
+        location = androidTarget(targets.androidStore, targets.referrerUtm, clickId);
+    } else if (platform === 'ios' && targets.ios) {
+      location = targets.ios;
+    }
+    return {
+      status: 302,
+      headers: {
+        'cache-control': 'private, no-store',
+        'referrer-policy': 'no-referrer',
+        location,
+      },
+    };
+  }
+}
 
 /**
  * The public Links routes: `GET /l/{slug}` on any link domain, and the association files Android
- * and iOS fetch to verify App Links / Universal Links for it.
+ * and iOS fetch to verify App Links / Universal Links for it. Cached redirects are also answered
+ * by the server's fast front (see `http/front.ts`), ahead of Fastify's routing.
  */
 export function publicLinkRoutes(
   app: FastifyInstance,
   service: LinkService,
   directory: LinkDirectory,
+  front: FastFront,
 ) {
+  const redirector = new Redirector(service, directory);
+  front.get('/l/', '/l/:slug', (rest, request, client) => {
+    const query = rest.indexOf('?');
+    const slug = query === -1 ? rest : rest.slice(0, query);
+    if (!SLUG.test(slug)) return undefined;
+    const userAgent = request.headers['user-agent'] ?? '';
+    return redirector.answerNow(client.host.toLowerCase(), slug, userAgent, client.ip);
+  });
   app.get<{ Params: { slug: string } }>(
     '/l/:slug',
     {
@@ -163,40 +259,10 @@ export function publicLinkRoutes(
       },
     },
     async (request, reply) => {
-      const { slug } = request.params;
-      // The common case (settings and link cached) runs without waiting on anything.
-      const snapshot = directory.fresh() ?? (await directory.current());
-      const domain = directory.domainIn(snapshot, request.host.toLowerCase());
-      let link = service.peek(domain, slug);
-      if (link === undefined) {
-        // Only a cache miss needs the shape check: a cached slug was checked when it was loaded.
-        if (!SLUG.test(slug)) return sendPage(reply, 404, NOT_FOUND);
-        link = await service.findForRedirect(domain, slug);
-      }
-      if (!link) return sendPage(reply, 404, NOT_FOUND);
-      if (service.isExpired(link)) return sendPage(reply, 410, EXPIRED);
+      const host = request.host.toLowerCase();
       const userAgent = request.headers['user-agent'] ?? '';
-      const platform = detectPlatform(userAgent);
-      // Previews are not clicks: they are answered with the card and not recorded.
-      if (platform === 'bot') {
-        return sendPage(reply, 200, socialPage(link, service.shortUrl(domain, slug)));
-      }
-      const clickId = service.recordClick(link, platform, request.ip, userAgent);
-      const targets = targetsFor(link, snapshot, directory);
-      let location = targets.desktop;
-      if (platform === 'android') {
-        if (link.android?.fallbackUrl) location = link.android.fallbackUrl;
-        else if (targets.androidStore)
-          location = androidTarget(targets.androidStore, targets.referrerUtm, clickId);
-      } else if (platform === 'ios' && targets.ios) {
-        location = targets.ios;
-      }
-      return reply
-        .code(302)
-        .header('cache-control', 'private, no-store')
-        .header('referrer-policy', 'no-referrer')
-        .header('location', location)
-        .send();
+      const answer = await redirector.answer(host, request.params.slug, userAgent, request.ip);
+      return reply.code(answer.status).headers(answer.headers).send(answer.body);
     },
   );
 

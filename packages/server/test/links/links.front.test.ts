@@ -1,0 +1,287 @@
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { after, before, describe, test } from 'node:test';
+import { ManualClock } from '../../src/clock.ts';
+import { BACKENDS, startTestServer, type TestServer } from '../helpers.ts';
+import { ANDROID_APP, DEFAULT_HOST, IOS_APP, sdk, UA } from './fixtures.ts';
+
+interface Answer {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+/** One request over real HTTP (the fast front only sees those), following nothing. */
+function request(port: number, path: string, headers: Record<string, string>, method = 'GET') {
+  return new Promise<Answer>((resolve, reject) => {
+    http
+      .request({ host: '127.0.0.1', port, path, method, headers }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk) => {
+          body += chunk;
+        });
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+      })
+      .on('error', reject)
+      .end();
+  });
+}
+
+/** The headers two answers must share (what varies per response left out). */
+function stable(headers: http.IncomingHttpHeaders) {
+  const { date, 'request-id': _id, location, ...rest } = headers;
+  return { ...rest, location: location?.replace(/clk_[0-9A-Z]{26}/, 'clk_…') };
+}
+
+async function listen(s: TestServer) {
+  await s.app.listen({ port: 0, host: '127.0.0.1' });
+  return (s.app.server.address() as { port: number }).port;
+}
+
+for (const backend of BACKENDS) {
+  describe(`links redirect through the fast front, over HTTP (${backend.name})`, () => {
+    let s: TestServer;
+    let port: number;
+    let call: ReturnType<typeof sdk>;
+    const clock = new ManualClock(Date.now());
+    before(async () => {
+      s = await startTestServer(backend, { clock, env: { SVC_TRUST_PROXY: '127.0.0.1' } });
+      call = sdk(s);
+      await s.admin('PATCH', `/projects/${s.project.id}`, {
+        settings: { links: { android: [ANDROID_APP], ios: [IOS_APP] } },
+      });
+      port = await listen(s);
+    });
+    after(() => s.close());
+
+    async function create(body: Record<string, unknown>) {
+      const res = await call('POST', '/v1/sdk/links', body);
+      assert.equal(res.statusCode, 201, res.body);
+      return res.json();
+    }
+
+    test('the first visit loads the link through Fastify, the next ones are answered from memory, alike', async () => {
+      const link = await create({ url: 'https://shop.example.com/p/1', utm: { source: 'mail' } });
+      for (const userAgent of [UA.androidChrome, UA.iosSafari, UA.desktopChrome, UA.slack]) {
+        const get = () =>
+          request(port, `/l/${link.slug}`, { host: DEFAULT_HOST, 'user-agent': userAgent });
+        const before = s.app.svc.front.answered;
+        const first = await get();
+        const second = await get();
+        const third = await get();
+        assert.ok(
+          s.app.svc.front.answered - before >= 2,
+          'cached visits are answered by the front',
+        );
+        for (const next of [second, third]) {
+          assert.equal(next.status, first.status, userAgent);
+          assert.deepEqual(stable(next.headers), stable(first.headers), userAgent);
+          assert.equal(next.body, first.body);
+          assert.match(String(next.headers['request-id']), /^req_/);
+        }
+        assert.notEqual(second.headers['request-id'], third.headers['request-id']);
+      }
+      // Every click counted, whichever way it was served; previews are not clicks.
+      const stats = (await call('GET', `/v1/sdk/links/${link.id}/stats`)).json();
+      assert.equal(stats.totals.click, 9);
+    });
+
+    test('Request-Id from the caller is kept; the metrics count front answers under the route', async () => {
+      const link = await create({ url: 'https://shop.example.com/p/2' });
+      const headers = { host: DEFAULT_HOST, 'user-agent': UA.desktopChrome };
+      await request(port, `/l/${link.slug}`, headers);
+      const before = s.app.svc.front.answered;
+      const res = await request(port, `/l/${link.slug}`, { ...headers, 'request-id': 'abc-123' });
+      assert.equal(s.app.svc.front.answered, before + 1);
+      assert.equal(res.headers['request-id'], 'abc-123');
+      assert.equal(res.headers['content-length'], '0');
+      const metrics = await request(port, '/metrics', {});
+      const line = metrics.body
+        .split('\n')
+        .find(
+          (l) =>
+            l.startsWith('svc_http_requests_total{') &&
+            l.includes('route="/l/:slug"') &&
+            l.includes('status="302"'),
+        );
+      assert.ok(line, metrics.body);
+      assert.ok(Number(line.split(' ').at(-1)) >= 2);
+    });
+
+    test('a query string, unknown and expired links, HEAD and other hosts', async () => {
+      const link = await create({ url: 'https://shop.example.com/p/3' });
+      const headers = { host: DEFAULT_HOST, 'user-agent': UA.desktopChrome };
+      await request(port, `/l/${link.slug}`, headers);
+      const before = s.app.svc.front.answered;
+      const withQuery = await request(port, `/l/${link.slug}?utm_source=share`, headers);
+      assert.equal(withQuery.status, 302);
+      assert.equal(withQuery.headers.location, 'https://shop.example.com/p/3');
+      assert.equal(s.app.svc.front.answered, before + 1);
+
+      // Unknown: 404 page both times (the second from the cached absence).
+      for (let i = 0; i < 2; i++) {
+        const missing = await request(port, '/l/nope1234', headers);
+        assert.equal(missing.status, 404);
+        assert.match(String(missing.headers['content-type']), /^text\/html/);
+        assert.equal(missing.headers.location, undefined);
+      }
+      // Not a slug at all: Fastify's route answers, never a redirect.
+      for (const path of ['/l/a%2F..%2Fb', '/l/x/y', '/l/', '/l/%00']) {
+        const res = await request(port, path, headers);
+        assert.ok(res.status === 404 || res.status === 400, `${path} → ${res.status}`);
+        assert.equal(res.headers.location, undefined, path);
+      }
+
+      const expiring = await create({
+        url: 'https://shop.example.com/p/4',
+        expiresAt: new Date(clock.now() + 5_000).toISOString(),
+      });
+      assert.equal((await request(port, `/l/${expiring.slug}`, headers)).status, 302);
+      clock.advance(6_000);
+      const answered = s.app.svc.front.answered;
+      const expired = await request(port, `/l/${expiring.slug}`, headers);
+      assert.equal(expired.status, 410, 'the cached link is checked for expiry on every visit');
+      assert.equal(s.app.svc.front.answered, answered + 1);
+
+      const head = await request(port, `/l/${link.slug}`, headers, 'HEAD');
+      assert.equal(head.status, 302);
+      assert.equal(head.headers.location, 'https://shop.example.com/p/3');
+
+      // Another project's link domain: its own links, not the default host's.
+      const brand = await s.admin('POST', '/projects', { name: 'brand' });
+      await s.admin('PATCH', `/projects/${brand.id}`, {
+        settings: { links: { domains: ['go.brand.test'] } },
+      });
+      for (let i = 0; i < 2; i++) {
+        const other = await request(port, `/l/${link.slug}`, { ...headers, host: 'go.brand.test' });
+        assert.equal(other.status, 404);
+      }
+    });
+
+    test('behind a trusted proxy: the click is the client’s (X-Forwarded-For), the host X-Forwarded-Host', async () => {
+      const brand = await s.admin('POST', '/projects', { name: 'proxied' });
+      const brandKey = await s.admin('POST', `/projects/${brand.id}/keys`, { type: 'server' });
+      await s.admin('PATCH', `/projects/${brand.id}`, {
+        settings: { links: { domains: ['go.proxied.test'], ios: [IOS_APP] } },
+      });
+      const brandCall = sdk(s, brandKey.key, brand.id);
+      const created = await brandCall('POST', '/v1/sdk/links', {
+        url: 'https://shop.example.com/p/5',
+        params: { screen: 'x' },
+      });
+      assert.equal(created.statusCode, 201, created.body);
+      const link = created.json();
+      const visit = () =>
+        request(port, `/l/${link.slug}`, {
+          host: 'internal:8080',
+          'x-forwarded-host': 'go.proxied.test',
+          'x-forwarded-for': '198.51.100.77',
+          'user-agent': UA.iosSafari,
+        });
+      assert.equal((await visit()).status, 302);
+      const before = s.app.svc.front.answered;
+      assert.equal((await visit()).status, 302);
+      assert.equal(s.app.svc.front.answered, before + 1);
+      // Two clicks from 198.51.100.77: the app's first open from there matches one of them.
+      const deferred = await brandCall(
+        'POST',
+        '/v1/sdk/links/deferred',
+        { platform: 'ios', userAgent: UA.iosSafari, deviceId: 'front-device' },
+        { remoteAddress: '198.51.100.77' },
+      );
+      assert.equal(deferred.json().matchType, 'probable', deferred.body);
+      assert.deepEqual(deferred.json().link.params, { screen: 'x' });
+      // From the proxy's own address, nothing is left to match.
+      const fromProxy = await brandCall(
+        'POST',
+        '/v1/sdk/links/deferred',
+        { platform: 'ios', userAgent: UA.iosSafari, deviceId: 'other-device' },
+        { remoteAddress: '127.0.0.1' },
+      );
+      assert.equal(fromProxy.json().matchType, 'none');
+    });
+  });
+}
+
+describe('the fast front without trusted proxies, with request logging, and closing', () => {
+  const backend = BACKENDS[0];
+
+  test('X-Forwarded-For and X-Forwarded-Host are ignored without SVC_TRUST_PROXY', async () => {
+    const s = await startTestServer(backend);
+    try {
+      const link = (
+        await sdk(s)('POST', '/v1/sdk/links', { url: 'https://shop.example.com/p/6' })
+      ).json();
+      const port = await listen(s);
+      const headers = {
+        host: DEFAULT_HOST,
+        'x-forwarded-host': 'go.elsewhere.test',
+        'x-forwarded-for': '198.51.100.88',
+        'user-agent': UA.androidChrome,
+      };
+      await request(port, `/l/${link.slug}`, headers);
+      assert.equal((await request(port, `/l/${link.slug}`, headers)).status, 302);
+      assert.ok(s.app.svc.front.answered >= 1);
+      const spoofed = await sdk(s)(
+        'POST',
+        '/v1/sdk/links/deferred',
+        { platform: 'android', userAgent: UA.androidChrome, deviceId: 'd1' },
+        { remoteAddress: '198.51.100.88' },
+      );
+      assert.equal(spoofed.json().matchType, 'none', 'the spoofed address was not believed');
+      const real = await sdk(s)(
+        'POST',
+        '/v1/sdk/links/deferred',
+        { platform: 'android', userAgent: UA.androidChrome, deviceId: 'd2' },
+        { remoteAddress: '127.0.0.1' },
+      );
+      assert.equal(real.json().matchType, 'probable');
+    } finally {
+      await s.close();
+    }
+  });
+
+  test('with LOG_LEVEL=debug every request goes through Fastify (and is logged)', async () => {
+    const s = await startTestServer(backend, { env: { LOG_LEVEL: 'debug' } });
+    try {
+      const link = (
+        await sdk(s)('POST', '/v1/sdk/links', { url: 'https://shop.example.com/p/7' })
+      ).json();
+      const port = await listen(s);
+      for (let i = 0; i < 3; i++) {
+        const res = await request(port, `/l/${link.slug}`, {
+          host: DEFAULT_HOST,
+          'user-agent': UA.desktopChrome,
+        });
+        assert.equal(res.status, 302);
+      }
+      assert.equal(s.app.svc.front.answered, 0);
+      assert.match(s.logs.text, /"url":"\/l\//);
+    } finally {
+      await s.close();
+    }
+  });
+
+  test('a closed front hands every request to Fastify (the server closes it before closing)', async () => {
+    const s = await startTestServer(backend);
+    try {
+      const link = (
+        await sdk(s)('POST', '/v1/sdk/links', { url: 'https://shop.example.com/p/8' })
+      ).json();
+      const port = await listen(s);
+      const headers = { host: DEFAULT_HOST, 'user-agent': UA.desktopChrome };
+      await request(port, `/l/${link.slug}`, headers);
+      assert.equal((await request(port, `/l/${link.slug}`, headers)).status, 302);
+      const answered = s.app.svc.front.answered;
+      assert.ok(answered >= 1);
+      s.app.svc.front.close();
+      const res = await request(port, `/l/${link.slug}`, headers);
+      assert.equal(res.status, 302);
+      assert.equal(res.headers.location, 'https://shop.example.com/p/8');
+      assert.equal(s.app.svc.front.answered, answered);
+    } finally {
+      await s.close();
+    }
+  });
+});

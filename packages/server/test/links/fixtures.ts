@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import type { TestServer } from '../helpers.ts';
 
@@ -56,6 +57,45 @@ export function sdk(s: TestServer, key = s.project.serverKey, projectId = s.proj
       ...extra,
       headers: { ...headers, ...(extra.headers ?? {}) },
     });
+}
+
+/** Creates a link through the SDK API (`call` from {@link sdk}); asserts 201 and returns it. */
+export async function createLink(call: ReturnType<typeof sdk>, body: Record<string, unknown>) {
+  const res = await call('POST', '/v1/sdk/links', body);
+  assert.equal(res.statusCode, 201, res.body);
+  return res.json();
+}
+
+/** An answer read over real HTTP. */
+export interface HttpAnswer {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+/**
+ * One request over real HTTP to the listening test server, following nothing. It sends the Host
+ * header it is given (fetch may not), and goes through the server's fast front as users' do.
+ */
+export function httpRequest(
+  port: number,
+  path: string,
+  headers: Record<string, string>,
+  method = 'GET',
+) {
+  return new Promise<HttpAnswer>((resolve, reject) => {
+    http
+      .request({ host: '127.0.0.1', port, path, method, headers }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk) => {
+          body += chunk;
+        });
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+      })
+      .on('error', reject)
+      .end();
+  });
 }
 
 /** Asserts a problem+json refusal with this status and code; returns its body. */

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ManualClock } from '../../src/clock.ts';
 import { BACKENDS, startTestServer, type TestServer } from '../helpers.ts';
-import { ANDROID_APP, IOS_APP, refused, sdk, UA, visit } from './fixtures.ts';
+import { ANDROID_APP, createLink, IOS_APP, refused, sdk, UA, visit } from './fixtures.ts';
 
 for (const backend of BACKENDS) {
   describe(`links errors (${backend.name})`, () => {
@@ -18,11 +18,7 @@ for (const backend of BACKENDS) {
     });
     after(() => s.close());
 
-    async function create(body: Record<string, unknown>) {
-      const res = await call('POST', '/v1/sdk/links', body);
-      assert.equal(res.statusCode, 201, res.body);
-      return res.json();
-    }
+    const create = (body: Record<string, unknown>) => createLink(call, body);
 
     async function countLinks() {
       return (await call('GET', '/v1/sdk/links?limit=1')).json().meta.total as number;

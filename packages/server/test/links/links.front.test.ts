@@ -1,32 +1,17 @@
 import assert from 'node:assert/strict';
-import http from 'node:http';
+import type http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { ManualClock } from '../../src/clock.ts';
 import { BACKENDS, startTestServer, type TestServer } from '../helpers.ts';
-import { ANDROID_APP, DEFAULT_HOST, IOS_APP, sdk, UA } from './fixtures.ts';
-
-interface Answer {
-  status: number;
-  headers: http.IncomingHttpHeaders;
-  body: string;
-}
-
-/** One request over real HTTP (the fast front only sees those), following nothing. */
-function request(port: number, path: string, headers: Record<string, string>, method = 'GET') {
-  return new Promise<Answer>((resolve, reject) => {
-    http
-      .request({ host: '127.0.0.1', port, path, method, headers }, (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk) => {
-          body += chunk;
-        });
-        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
-      })
-      .on('error', reject)
-      .end();
-  });
-}
+import {
+  ANDROID_APP,
+  createLink,
+  DEFAULT_HOST,
+  httpRequest,
+  IOS_APP,
+  sdk,
+  UA,
+} from './fixtures.ts';
 
 /** The headers two answers must share (what varies per response left out). */
 function stable(headers: http.IncomingHttpHeaders) {
@@ -55,17 +40,13 @@ for (const backend of BACKENDS) {
     });
     after(() => s.close());
 
-    async function create(body: Record<string, unknown>) {
-      const res = await call('POST', '/v1/sdk/links', body);
-      assert.equal(res.statusCode, 201, res.body);
-      return res.json();
-    }
+    const create = (body: Record<string, unknown>) => createLink(call, body);
 
     test('the first visit loads the link through Fastify, the next ones are answered from memory, alike', async () => {
       const link = await create({ url: 'https://shop.example.com/p/1', utm: { source: 'mail' } });
       for (const userAgent of [UA.androidChrome, UA.iosSafari, UA.desktopChrome, UA.slack]) {
         const get = () =>
-          request(port, `/l/${link.slug}`, { host: DEFAULT_HOST, 'user-agent': userAgent });
+          httpRequest(port, `/l/${link.slug}`, { host: DEFAULT_HOST, 'user-agent': userAgent });
         const before = s.app.svc.front.answered;
         const first = await get();
         const second = await get();
@@ -90,13 +71,16 @@ for (const backend of BACKENDS) {
     test('Request-Id from the caller is kept; the metrics count front answers under the route', async () => {
       const link = await create({ url: 'https://shop.example.com/p/2' });
       const headers = { host: DEFAULT_HOST, 'user-agent': UA.desktopChrome };
-      await request(port, `/l/${link.slug}`, headers);
+      await httpRequest(port, `/l/${link.slug}`, headers);
       const before = s.app.svc.front.answered;
-      const res = await request(port, `/l/${link.slug}`, { ...headers, 'request-id': 'abc-123' });
+      const res = await httpRequest(port, `/l/${link.slug}`, {
+        ...headers,
+        'request-id': 'abc-123',
+      });
       assert.equal(s.app.svc.front.answered, before + 1);
       assert.equal(res.headers['request-id'], 'abc-123');
       assert.equal(res.headers['content-length'], '0');
-      const metrics = await request(port, '/metrics', {});
+      const metrics = await httpRequest(port, '/metrics', {});
       const line = metrics.body
         .split('\n')
         .find(
@@ -112,23 +96,23 @@ for (const backend of BACKENDS) {
     test('a query string, unknown and expired links, HEAD and other hosts', async () => {
       const link = await create({ url: 'https://shop.example.com/p/3' });
       const headers = { host: DEFAULT_HOST, 'user-agent': UA.desktopChrome };
-      await request(port, `/l/${link.slug}`, headers);
+      await httpRequest(port, `/l/${link.slug}`, headers);
       const before = s.app.svc.front.answered;
-      const withQuery = await request(port, `/l/${link.slug}?utm_source=share`, headers);
+      const withQuery = await httpRequest(port, `/l/${link.slug}?utm_source=share`, headers);
       assert.equal(withQuery.status, 302);
       assert.equal(withQuery.headers.location, 'https://shop.example.com/p/3');
       assert.equal(s.app.svc.front.answered, before + 1);
 
       // Unknown: 404 page both times (the second from the cached absence).
       for (let i = 0; i < 2; i++) {
-        const missing = await request(port, '/l/nope1234', headers);
+        const missing = await httpRequest(port, '/l/nope1234', headers);
         assert.equal(missing.status, 404);
         assert.match(String(missing.headers['content-type']), /^text\/html/);
         assert.equal(missing.headers.location, undefined);
       }
       // Not a slug at all: Fastify's route answers, never a redirect.
       for (const path of ['/l/a%2F..%2Fb', '/l/x/y', '/l/', '/l/%00']) {
-        const res = await request(port, path, headers);
+        const res = await httpRequest(port, path, headers);
         assert.ok(res.status === 404 || res.status === 400, `${path} → ${res.status}`);
         assert.equal(res.headers.location, undefined, path);
       }
@@ -137,14 +121,14 @@ for (const backend of BACKENDS) {
         url: 'https://shop.example.com/p/4',
         expiresAt: new Date(clock.now() + 5_000).toISOString(),
       });
-      assert.equal((await request(port, `/l/${expiring.slug}`, headers)).status, 302);
+      assert.equal((await httpRequest(port, `/l/${expiring.slug}`, headers)).status, 302);
       clock.advance(6_000);
       const answered = s.app.svc.front.answered;
-      const expired = await request(port, `/l/${expiring.slug}`, headers);
+      const expired = await httpRequest(port, `/l/${expiring.slug}`, headers);
       assert.equal(expired.status, 410, 'the cached link is checked for expiry on every visit');
       assert.equal(s.app.svc.front.answered, answered + 1);
 
-      const head = await request(port, `/l/${link.slug}`, headers, 'HEAD');
+      const head = await httpRequest(port, `/l/${link.slug}`, headers, 'HEAD');
       assert.equal(head.status, 302);
       assert.equal(head.headers.location, 'https://shop.example.com/p/3');
 
@@ -154,7 +138,10 @@ for (const backend of BACKENDS) {
         settings: { links: { domains: ['go.brand.test'] } },
       });
       for (let i = 0; i < 2; i++) {
-        const other = await request(port, `/l/${link.slug}`, { ...headers, host: 'go.brand.test' });
+        const other = await httpRequest(port, `/l/${link.slug}`, {
+          ...headers,
+          host: 'go.brand.test',
+        });
         assert.equal(other.status, 404);
       }
     });
@@ -173,7 +160,7 @@ for (const backend of BACKENDS) {
       assert.equal(created.statusCode, 201, created.body);
       const link = created.json();
       const visit = () =>
-        request(port, `/l/${link.slug}`, {
+        httpRequest(port, `/l/${link.slug}`, {
           host: 'internal:8080',
           'x-forwarded-host': 'go.proxied.test',
           'x-forwarded-for': '198.51.100.77',
@@ -220,8 +207,8 @@ describe('the fast front without trusted proxies, with request logging, and clos
         'x-forwarded-for': '198.51.100.88',
         'user-agent': UA.androidChrome,
       };
-      await request(port, `/l/${link.slug}`, headers);
-      assert.equal((await request(port, `/l/${link.slug}`, headers)).status, 302);
+      await httpRequest(port, `/l/${link.slug}`, headers);
+      assert.equal((await httpRequest(port, `/l/${link.slug}`, headers)).status, 302);
       assert.ok(s.app.svc.front.answered >= 1);
       const spoofed = await sdk(s)(
         'POST',
@@ -250,7 +237,7 @@ describe('the fast front without trusted proxies, with request logging, and clos
       ).json();
       const port = await listen(s);
       for (let i = 0; i < 3; i++) {
-        const res = await request(port, `/l/${link.slug}`, {
+        const res = await httpRequest(port, `/l/${link.slug}`, {
           host: DEFAULT_HOST,
           'user-agent': UA.desktopChrome,
         });
@@ -271,12 +258,12 @@ describe('the fast front without trusted proxies, with request logging, and clos
       ).json();
       const port = await listen(s);
       const headers = { host: DEFAULT_HOST, 'user-agent': UA.desktopChrome };
-      await request(port, `/l/${link.slug}`, headers);
-      assert.equal((await request(port, `/l/${link.slug}`, headers)).status, 302);
+      await httpRequest(port, `/l/${link.slug}`, headers);
+      assert.equal((await httpRequest(port, `/l/${link.slug}`, headers)).status, 302);
       const answered = s.app.svc.front.answered;
       assert.ok(answered >= 1);
       s.app.svc.front.close();
-      const res = await request(port, `/l/${link.slug}`, headers);
+      const res = await httpRequest(port, `/l/${link.slug}`, headers);
       assert.equal(res.status, 302);
       assert.equal(res.headers.location, 'https://shop.example.com/p/8');
       assert.equal(s.app.svc.front.answered, answered);

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { ManualClock } from '../../src/clock.ts';
 import { BACKENDS, startTestServer, type TestServer } from '../helpers.ts';
@@ -7,30 +6,14 @@ import {
   ANDROID_APP,
   assertAasaFormat,
   assertAssetLinksFormat,
+  createLink,
   DEFAULT_HOST,
+  httpRequest,
   IOS_APP,
   sdk,
   UA,
   visit,
 } from './fixtures.ts';
-
-/** A plain HTTP GET that sends the Host header it is given (fetch may not) and follows nothing. */
-function httpGet(url: string, headers: Record<string, string>) {
-  return new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }>(
-    (resolve, reject) => {
-      http
-        .get(url, { headers }, (res) => {
-          let body = '';
-          res.setEncoding('utf8');
-          res.on('data', (chunk) => {
-            body += chunk;
-          });
-          res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body }));
-        })
-        .on('error', reject);
-    },
-  );
-}
 
 for (const backend of BACKENDS) {
   describe(`links happy paths (${backend.name})`, () => {
@@ -46,11 +29,7 @@ for (const backend of BACKENDS) {
     });
     after(() => s.close());
 
-    async function create(body: Record<string, unknown>) {
-      const res = await call('POST', '/v1/sdk/links', body);
-      assert.equal(res.statusCode, 201, res.body);
-      return res.json();
-    }
+    const create = (body: Record<string, unknown>) => createLink(call, body);
 
     test('create, get, update, list, delete', async () => {
       const link = await create({
@@ -387,7 +366,7 @@ for (const backend of BACKENDS) {
       await s.app.listen({ port: 0, host: '127.0.0.1' });
       const port = (s.app.server.address() as any).port;
       const get = (path: string, host: string, userAgent: string = UA.androidChrome) =>
-        httpGet(`http://127.0.0.1:${port}${path}`, { host, 'user-agent': userAgent });
+        httpRequest(port, path, { host, 'user-agent': userAgent });
       const android = await get('/l/promo', 'go.brand.test');
       assert.equal(android.status, 302);
       const location = new URL(android.headers.location!);

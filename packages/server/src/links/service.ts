@@ -161,7 +161,7 @@ export class LinkService {
    * SHA-256 of (server secret, IP, user agent), its first 22 base64url characters (132 bits):
    * matchable, but without the secret neither reversible to an IP nor comparable across servers.
    * One-shot `hash()` straight to text rather than an HMAC object or a Buffer: it runs on every
-   * mobile redirect, and no message is authenticated here.
+   * redirect, and no message is authenticated here.
    */
   fingerprint(ip: string, userAgent: string) {
     const v4 = ip.startsWith('::ffff:') && ip.includes('.') ? ip.slice(7) : ip.toLowerCase();

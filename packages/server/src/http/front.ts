@@ -110,12 +110,20 @@ export class FastFront {
         return false;
       }
       if (!answer) return false;
-      response.setHeader('request-id', this.options.requestId(request));
-      response.setHeader(
-        'content-length',
-        answer.body === undefined ? 0 : Buffer.byteLength(answer.body),
-      );
-      response.writeHead(answer.status, answer.headers);
+      try {
+        response.setHeader('request-id', this.options.requestId(request));
+        response.setHeader(
+          'content-length',
+          answer.body === undefined ? 0 : Buffer.byteLength(answer.body),
+        );
+        response.writeHead(answer.status, answer.headers);
+      } catch {
+        // A header Node refuses (a character a header may not hold): nothing was sent yet, and
+        // Fastify's error handling answers it as a problem, where a throw here would end the
+        // process.
+        for (const name of response.getHeaderNames()) response.removeHeader(name);
+        return false;
+      }
       response.end(answer.body);
       this.answered++;
       this.options.metrics.request(

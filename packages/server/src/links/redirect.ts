@@ -44,15 +44,23 @@ function pageAnswer(status: RedirectAnswer['status'], html: string): RedirectAns
   return { status, headers: PAGE_HEADERS, body: html };
 }
 
-/** `utm_*` query parameters added to a destination that does not already carry them. */
+/**
+ * A destination as a `Location` header carries it: parsed and written back by the URL parser, so
+ * non-ASCII characters are percent-encoded (UTF-8) and an internationalised host is in punycode.
+ * Links keep the URL as it was given; only the header needs the ASCII form.
+ */
+function headerUrl(raw: string) {
+  return new URL(raw).href;
+}
+
+/** The destination with `utm_*` query parameters added where it does not already carry them. */
 function withUtm(raw: string, utm: RedirectLink['utm']) {
-  if (!utm) return raw;
   const url = new URL(raw);
-  for (const [key, value] of Object.entries(utm)) {
+  for (const [key, value] of Object.entries(utm ?? {})) {
     if (value !== undefined && !url.searchParams.has(`utm_${key}`))
       url.searchParams.set(`utm_${key}`, value);
   }
-  return url.toString();
+  return url.href;
 }
 
 /**
@@ -92,7 +100,7 @@ function androidTarget(prefix: string, utm: string, clickId: string): string {
 
 /** Where an iOS user without the app goes: the fallback, else the App Store. */
 function iosTarget(link: RedirectLink, settings: ResolvedLinkSettings): string | null {
-  if (link.ios?.fallbackUrl) return link.ios.fallbackUrl;
+  if (link.ios?.fallbackUrl) return headerUrl(link.ios.fallbackUrl);
   const app =
     (link.ios?.bundleId && settings.ios.find((a) => a.bundleId === link.ios!.bundleId)) ||
     settings.ios[0];
@@ -104,11 +112,12 @@ function iosTarget(link: RedirectLink, settings: ResolvedLinkSettings): string |
 function targetsFor(link: RedirectLink, snapshot: Snapshot, directory: LinkDirectory) {
   if (link.targets?.snapshot !== snapshot) {
     const settings = directory.settingsIn(snapshot, link.row.project_id);
-    const desktop = withUtm(link.row.url, link.utm);
+    const androidFallback = link.android?.fallbackUrl;
     link.targets = {
       snapshot,
-      desktop,
-      androidStore: link.android?.fallbackUrl ? null : androidStorePrefix(link, settings),
+      desktop: withUtm(link.row.url, link.utm),
+      androidFallback: androidFallback ? headerUrl(androidFallback) : null,
+      androidStore: androidFallback ? null : androidStorePrefix(link, settings),
       referrerUtm: referrerUtm(link),
       ios: iosTarget(link, settings),
     };
@@ -208,11 +217,11 @@ export class Redirector {
     if (platform === 'bot') {
       return pageAnswer(200, socialPage(link, this.service.shortUrl(domain, slug)));
     }
-    const clickId = this.service.recordClick(link, platform, ip, userAgent);
     const targets = targetsFor(link, snapshot, this.directory);
+    const clickId = this.service.recordClick(link, platform, ip, userAgent);
     let location = targets.desktop;
     if (platform === 'android') {
-      if (link.android?.fallbackUrl) location = link.android.fallbackUrl;
+      if (targets.androidFallback) location = targets.androidFallback;
       else if (targets.androidStore)
         location = androidTarget(targets.androidStore, targets.referrerUtm, clickId);
     } else if (platform === 'ios' && targets.ios) {

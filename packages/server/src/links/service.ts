@@ -91,6 +91,7 @@ export interface RedirectLink {
   targets?: {
     snapshot: object;
     desktop: string;
+    androidFallback: string | null;
     androidStore: string | null;
     referrerUtm: string;
     ios: string | null;

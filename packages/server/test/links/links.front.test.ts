@@ -68,6 +68,32 @@ for (const backend of BACKENDS) {
       assert.equal(stats.totals.click, 9);
     });
 
+    test('non-ASCII destinations go out percent-encoded, hosts in punycode, whichever path answers', async () => {
+      const link = await create({
+        url: 'https://bücher.example/€/日本?q=ü',
+        android: { fallbackUrl: 'https://example.com/android/ü' },
+        ios: { fallbackUrl: 'https://example.com/ios/€' },
+      });
+      const expected = {
+        [UA.desktopChrome]: 'https://xn--bcher-kva.example/%E2%82%AC/%E6%97%A5%E6%9C%AC?q=%C3%BC',
+        [UA.androidChrome]: 'https://example.com/android/%C3%BC',
+        [UA.iosSafari]: 'https://example.com/ios/%E2%82%AC',
+      };
+      for (const [userAgent, location] of Object.entries(expected)) {
+        for (let i = 0; i < 3; i++) {
+          const res = await httpRequest(port, `/l/${link.slug}`, {
+            host: DEFAULT_HOST,
+            'user-agent': userAgent,
+          });
+          assert.equal(res.status, 302, res.body);
+          assert.equal(res.headers.location, location);
+        }
+      }
+      // The link itself keeps the URL as it was given.
+      assert.equal((await call('GET', `/v1/sdk/links/${link.id}`)).json().url, link.url);
+      assert.equal(link.url, 'https://bücher.example/€/日本?q=ü');
+    });
+
     test('Request-Id from the caller is kept; the metrics count front answers under the route', async () => {
       const link = await create({ url: 'https://shop.example.com/p/2' });
       const headers = { host: DEFAULT_HOST, 'user-agent': UA.desktopChrome };

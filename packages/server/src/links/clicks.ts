@@ -27,8 +27,14 @@ type ClickRow = [
   claimedAt: null,
 ];
 
-/** PostgreSQL: one statement text for any number of rows (seven array parameters). */
-const PG_INSERT = `insert into link_clicks (${CLICK_COLUMNS.join(', ')}) select * from unnest(${CLICK_COLUMNS.map((_, i) => `$${i + 1}::text[]`).join(', ')})`;
+/**
+ * PostgreSQL: one statement text for any number of rows. The batch goes as one text parameter,
+ * the queued lines as they are, and the server splits it: no array parameters to build and
+ * escape per click. claimed_at, the last column, is always null.
+ */
+const PG_INSERT = `insert into link_clicks (${CLICK_COLUMNS.join(', ')}) select ${CLICK_COLUMNS.slice(0, -1)
+  .map((_, i) => `split_part(line, E'\\t', ${i + 1})`)
+  .join(', ')}, null from unnest(string_to_array($1::text, E'\\n')) as line`;
 const PG_CHUNK_ROWS = 5000;
 /** One click, every column a parameter. */
 const INSERT = `insert into link_clicks (${CLICK_COLUMNS.join(', ')}) values (${CLICK_COLUMNS.map(() => '?').join(', ')})`;
@@ -148,9 +154,8 @@ export class ClickRecorder {
 
   private async writePostgres(batch: string[]) {
     for (let i = 0; i < batch.length; i += PG_CHUNK_ROWS) {
-      const chunk = batch.slice(i, i + PG_CHUNK_ROWS).map(toRow);
-      const columns = CLICK_COLUMNS.map((_, c) => chunk.map((row) => row[c]));
-      await this.store.db.executeQuery(CompiledQuery.raw(PG_INSERT, columns));
+      const lines = batch.slice(i, i + PG_CHUNK_ROWS).join('\n');
+      await this.store.db.executeQuery(CompiledQuery.raw(PG_INSERT, [lines]));
     }
   }
 }

@@ -64,12 +64,24 @@ export async function freshStore(
     schema,
     async drop() {
       await store.close();
-      const client = new pg.Client({ connectionString: DATABASE_URL });
-      await client.connect();
-      await client.query(`drop schema if exists ${schema} cascade`);
-      await client.end();
+      await dropSchemas(schema);
     },
   };
+}
+
+/** Drops every PostgreSQL schema whose name starts with `prefix` (a test's own, by its name). */
+export async function dropSchemas(prefix: string) {
+  const client = new pg.Client({ connectionString: DATABASE_URL });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ name: string }>(
+      `select nspname as name from pg_namespace where starts_with(nspname, $1)`,
+      [prefix],
+    );
+    for (const { name } of rows) await client.query(`drop schema if exists "${name}" cascade`);
+  } finally {
+    await client.end();
+  }
 }
 
 /** A fresh shared state; Redis ones get their own key prefix, deleted on close. */

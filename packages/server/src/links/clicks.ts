@@ -32,9 +32,10 @@ type ClickRow = [
  * the queued lines as they are, and the server splits it: no array parameters to build and
  * escape per click. claimed_at, the last column, is always null.
  */
-const PG_INSERT = `insert into link_clicks (${CLICK_COLUMNS.join(', ')}) select ${CLICK_COLUMNS.slice(0, -1)
+const PG_SPLIT_COLUMNS = CLICK_COLUMNS.slice(0, -1)
   .map((_, i) => `split_part(line, E'\\t', ${i + 1})`)
-  .join(', ')}, null from unnest(string_to_array($1::text, E'\\n')) as line`;
+  .join(', ');
+const PG_INSERT = `insert into link_clicks (${CLICK_COLUMNS.join(', ')}) select ${PG_SPLIT_COLUMNS}, null from unnest(string_to_array($1::text, E'\\n')) as line`;
 const PG_CHUNK_ROWS = 5000;
 /** One click, every column a parameter. */
 const INSERT = `insert into link_clicks (${CLICK_COLUMNS.join(', ')}) values (${CLICK_COLUMNS.map(() => '?').join(', ')})`;

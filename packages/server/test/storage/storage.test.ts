@@ -3,7 +3,7 @@ import { after, describe, test } from 'node:test';
 import pg from 'pg';
 import { openStore } from '../../src/storage/db.ts';
 import { MIGRATIONS } from '../../src/storage/migrations.ts';
-import { DATABASE_URL, DIALECTS, freshStore, uniqueName } from '../helpers.ts';
+import { DATABASE_URL, DIALECTS, dropSchemas, freshStore, uniqueName } from '../helpers.ts';
 
 for (const dialect of DIALECTS) {
   describe(`storage (${dialect})`, () => {
@@ -87,12 +87,7 @@ describe('storage (postgres): several nodes migrating at once', {
   skip: !DATABASE_URL && 'needs DATABASE_URL',
 }, () => {
   const schema = uniqueName('t');
-  after(async () => {
-    const client = new pg.Client({ connectionString: DATABASE_URL });
-    await client.connect();
-    await client.query(`drop schema if exists ${schema} cascade`);
-    await client.end();
-  });
+  after(() => dropSchemas(schema));
   test('five stores opened concurrently on an empty schema all succeed, migrating once', async () => {
     const stores = await Promise.all(
       Array.from({ length: 5 }, () => openStore({ databaseUrl: DATABASE_URL, pgSchema: schema })),
@@ -110,15 +105,7 @@ describe('storage (postgres): migrating while other schemas come and go', {
   skip: !DATABASE_URL && 'needs DATABASE_URL',
 }, () => {
   const prefix = uniqueName('t');
-  after(async () => {
-    const client = new pg.Client({ connectionString: DATABASE_URL });
-    await client.connect();
-    const { rows } = await client.query(
-      `select nspname from pg_namespace where nspname like '${prefix}%'`,
-    );
-    for (const r of rows) await client.query(`drop schema if exists ${r.nspname} cascade`);
-    await client.end();
-  });
+  after(() => dropSchemas(prefix));
 
   test('introspection sees only the store’s own schema', async () => {
     const a = await openStore({ databaseUrl: DATABASE_URL, pgSchema: `${prefix}_a` });

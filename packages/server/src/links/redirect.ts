@@ -64,8 +64,9 @@ function withUtm(raw: string, utm: RedirectLink['utm']) {
 }
 
 /**
- * The store URL an Android user without the app goes to, up to and including `referrer=`: the
- * click id and UTM values are appended per request (see {@link androidTarget}).
+ * The store URL an Android user without the app goes to, up to and including `referrer=` and the
+ * referrer's `svc_click_id=`, URL-encoded: the click id is appended per request, then the rest
+ * of the referrer (see {@link referrerRest}).
  */
 function androidStorePrefix(link: RedirectLink, settings: ResolvedLinkSettings): string | null {
   const packageName = link.android?.packageName ?? settings.android[0]?.packageName;
@@ -77,25 +78,30 @@ function androidStorePrefix(link: RedirectLink, settings: ResolvedLinkSettings):
   );
   store.searchParams.delete('referrer');
   const base = store.toString();
-  return `${base}${store.search ? '&' : '?'}referrer=`;
+  return `${base}${store.search ? '&' : '?'}referrer=${encodeURIComponent(`${REFERRER_CLICK_ID}=`)}`;
 }
 
-/** The `&utm_…=…` part of the install referrer, form-encoded; the same for every click. */
-function referrerUtm(link: RedirectLink): string {
+/**
+ * What follows the click id in the install referrer: the `&utm_…=…` part, form-encoded, then
+ * URL-encoded once more as part of the `referrer` query value; the same for every click.
+ */
+function referrerRest(link: RedirectLink): string {
   const utm = new URLSearchParams();
   for (const [key, value] of Object.entries(link.utm ?? {})) {
     if (value !== undefined) utm.set(`utm_${key}`, value);
   }
   const encoded = utm.toString();
-  return encoded ? `&${encoded}` : '';
+  return encoded ? encodeURIComponent(`&${encoded}`) : '';
 }
 
 /**
- * The Play Install Referrer value: `svc_click_id=<id>&utm_…`, form-encoded, then URL-encoded
+ * The Play Install Referrer value is `svc_click_id=<id>&utm_…`, form-encoded, then URL-encoded
  * once more as the `referrer` query value (`referrer=svc_click_id%3Dclk_…%26utm_source%3D…`).
+ * A click id is `clk_` and Crockford base32, which URL encoding leaves as it is: the parts
+ * around it are encoded once per link, not per click.
  */
-function androidTarget(prefix: string, utm: string, clickId: string): string {
-  return prefix + encodeURIComponent(`${REFERRER_CLICK_ID}=${clickId}${utm}`);
+function androidTarget(prefix: string, rest: string, clickId: string): string {
+  return prefix + clickId + rest;
 }
 
 /** Where an iOS user without the app goes: the fallback, else the App Store. */
@@ -118,7 +124,7 @@ function targetsFor(link: RedirectLink, snapshot: Snapshot, directory: LinkDirec
       desktop: withUtm(link.row.url, link.utm),
       androidFallback: androidFallback ? headerUrl(androidFallback) : null,
       androidStore: androidFallback ? null : androidStorePrefix(link, settings),
-      referrerUtm: referrerUtm(link),
+      referrerRest: referrerRest(link),
       ios: iosTarget(link, settings),
     };
   }
@@ -223,7 +229,7 @@ export class Redirector {
     if (platform === 'android') {
       if (targets.androidFallback) location = targets.androidFallback;
       else if (targets.androidStore)
-        location = androidTarget(targets.androidStore, targets.referrerUtm, clickId);
+        location = androidTarget(targets.androidStore, targets.referrerRest, clickId);
     } else if (platform === 'ios' && targets.ios) {
       location = targets.ios;
     }

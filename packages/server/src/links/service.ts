@@ -93,7 +93,7 @@ export interface RedirectLink {
     desktop: string;
     androidFallback: string | null;
     androidStore: string | null;
-    referrerUtm: string;
+    referrerRest: string;
     ios: string | null;
   };
 }

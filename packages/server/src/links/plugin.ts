@@ -1,5 +1,7 @@
+import { LINK_DEFAULT_DEFERRED_WINDOW_SECONDS } from '@svc/protocol';
 import type { FastifyPluginAsync } from 'fastify';
 import type { Services } from '../app.ts';
+import { CLICK_RETENTION_MS } from './click-log.ts';
 import { ClickRecorder } from './clicks.ts';
 import { publicLinkRoutes } from './redirect.ts';
 import { sdkLinkRoutes } from './routes.ts';
@@ -15,7 +17,7 @@ const PROJECTS_CHANNEL = 'links:projects';
 export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { svc }) => {
   const defaultHost = new URL(svc.config.publicUrl).host.toLowerCase();
   const directory = new LinkDirectory(svc.store, svc.clock, defaultHost);
-  const clicks = new ClickRecorder(svc.store, app.log);
+  const clicks = new ClickRecorder(svc.store, svc.state, app.log);
   const service = new LinkService(
     svc.store,
     svc.state,
@@ -36,7 +38,25 @@ export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { 
     svc.state.subscribe(PROJECTS_CHANNEL, () => directory.invalidate()),
     service.listen(),
   ]);
+  if (svc.state.kind === 'memory') {
+    // In-process match candidates died with the last process: put back those still in a window.
+    const snapshot = await directory.current();
+    let windowMs = LINK_DEFAULT_DEFERRED_WINDOW_SECONDS * 1000;
+    for (const p of snapshot.projects.values()) {
+      windowMs = Math.max(windowMs, p.settings.deferredWindowSeconds * 1000);
+    }
+    const now = svc.clock.now();
+    await clicks.restoreCandidates(now - windowMs, now, windowMs);
+  }
+  // Raw clicks are kept for the longest referrer window, then pruned (their counts stay).
+  const prune = () =>
+    clicks
+      .prune(svc.clock.now() - CLICK_RETENTION_MS)
+      .catch((err) => app.log.warn({ err }, 'click log pruning failed'));
+  const pruner = setInterval(prune, 3_600_000).unref();
+  await prune();
   app.addHook('onClose', async () => {
+    clearInterval(pruner);
     await clicks.close();
     await Promise.all(unsubscribers.map((u) => u().catch(() => {})));
   });

@@ -126,6 +126,7 @@ function targetsFor(link: RedirectLink, snapshot: Snapshot, directory: LinkDirec
       androidStore: androidFallback ? null : androidStorePrefix(link, settings),
       referrerRest: referrerRest(link),
       ios: iosTarget(link, settings),
+      matchWindowMs: settings.deferredWindowSeconds * 1000,
     };
   }
   return link.targets;
@@ -224,7 +225,7 @@ export class Redirector {
       return pageAnswer(200, socialPage(link, this.service.shortUrl(domain, slug)));
     }
     const targets = targetsFor(link, snapshot, this.directory);
-    const clickId = this.service.recordClick(link, platform, ip, userAgent);
+    const clickId = this.service.recordClick(link, platform, ip, userAgent, targets.matchWindowMs);
     let location = targets.desktop;
     if (platform === 'android') {
       if (targets.androidFallback) location = targets.androidFallback;

@@ -22,7 +22,6 @@ import { json, type Store } from '../storage/db.ts';
 import { newClickId } from './click-id.ts';
 import type { ClickRecorder } from './clicks.ts';
 import { destinationAllowed, parseDestination } from './destination.ts';
-import { MOBILE_CLICK } from './migrations.ts';
 import type { LinkDirectory, ResolvedLinkSettings } from './settings.ts';
 import type { LinksTable } from './tables.ts';
 import type { Platform } from './user-agent.ts';
@@ -95,6 +94,8 @@ export interface RedirectLink {
     androidStore: string | null;
     referrerRest: string;
     ios: string | null;
+    /** How long a mobile click stays a deferred-match candidate: the project's window. */
+    matchWindowMs: number;
   };
 }
 
@@ -331,7 +332,8 @@ export class LinkService {
         .where('id', '=', id)
         .where('project_id', '=', projectId)
         .execute();
-      await tx.deleteFrom('link_clicks').where('link_id', '=', id).execute();
+      // Its click counts go with it; its raw clicks leave the log when they are pruned.
+      await tx.deleteFrom('link_click_days').where('link_id', '=', id).execute();
     });
     await this.changed(current.domain, current.slug);
   }
@@ -377,7 +379,13 @@ export class LinkService {
   }
 
   /** Queues a click for the store; returns its id (the one the install referrer carries). */
-  recordClick(link: RedirectLink, platform: Platform, ip: string, userAgent: string): string {
+  recordClick(
+    link: RedirectLink,
+    platform: Platform,
+    ip: string,
+    userAgent: string,
+    matchWindowMs: number,
+  ): string {
     const now = this.clock.now();
     const id = newClickId(now);
     this.clicks.record(
@@ -386,7 +394,8 @@ export class LinkService {
       link.row.id,
       platform,
       this.fingerprint(ip, userAgent),
-      iso(now),
+      now,
+      matchWindowMs,
     );
     return id;
   }
@@ -480,57 +489,53 @@ export class LinkService {
     let clickId = body.clickId ?? referrerClickId(body.installReferrer);
     let linkId: string | null = null;
     if (clickId !== null) {
-      if (await this.claim(projectId, clickId, now - settings.referrerWindowSeconds * 1000, now)) {
+      const click = await this.clicks.find(clickId);
+      if (
+        click !== null &&
+        click.projectId === projectId &&
+        click.ms >= now - settings.referrerWindowSeconds * 1000 &&
+        click.ms <= now &&
+        (await this.claim(projectId, click.id, click.linkId, now))
+      ) {
         matchType = 'unique';
+        linkId = click.linkId;
       } else {
         clickId = null;
       }
     }
     if (matchType === 'none') {
       const fingerprint = this.fingerprint(ip, body.userAgent ?? requestUserAgent);
-      const since = iso(now - settings.deferredWindowSeconds * 1000);
-      const candidates = await this.store.db
-        .selectFrom('link_clicks')
-        .select('id')
-        .where('fingerprint', '=', fingerprint)
-        .where('project_id', '=', projectId)
-        .where(MOBILE_CLICK)
-        .where('platform', '=', body.platform)
-        .where('claimed_at', 'is', null)
-        .where('created_at', '>=', since)
-        .where('created_at', '<=', iso(now))
-        .orderBy('created_at', 'desc')
-        .limit(5)
-        .execute();
+      const candidates = await this.clicks.candidates(
+        projectId,
+        body.platform,
+        fingerprint,
+        now - settings.deferredWindowSeconds * 1000,
+      );
       for (const candidate of candidates) {
-        if (
-          await this.claim(
-            projectId,
-            candidate.id,
-            now - settings.deferredWindowSeconds * 1000,
-            now,
-          )
-        ) {
+        if (candidate.ms > now) continue;
+        if (await this.claim(projectId, candidate.clickId, candidate.linkId, now)) {
           matchType = 'probable';
-          clickId = candidate.id;
+          clickId = candidate.clickId;
+          linkId = candidate.linkId;
           break;
         }
       }
     }
     let link: Link | null = null;
-    if (clickId !== null) {
-      const click = await this.store.db
-        .selectFrom('link_clicks')
-        .innerJoin('links', 'links.id', 'link_clicks.link_id')
-        .selectAll('links')
-        .where('link_clicks.id', '=', clickId)
+    if (linkId !== null) {
+      const row = await this.store.db
+        .selectFrom('links')
+        .selectAll()
+        .where('id', '=', linkId)
+        .where('project_id', '=', projectId)
         .executeTakeFirst();
-      if (click) {
-        link = this.toLink(click);
-        linkId = click.id;
+      if (row) {
+        link = this.toLink(row);
       } else {
+        // The link was deleted since the click.
         matchType = 'none';
         clickId = null;
+        linkId = null;
       }
     }
     let event: DeferredResult['event'] = 'install';
@@ -550,29 +555,40 @@ export class LinkService {
     return { matchType, link, clickId, event };
   }
 
-  /** Deletes the clicks of a project that no longer exists (clicks carry no foreign key). */
+  /**
+   * Deletes what is left of a project that no longer exists: its claims and the click counts of
+   * its (deleted) links. Its raw clicks leave the log when they are pruned.
+   */
   async forgetProject(projectId: string) {
     const exists = await this.store.db
       .selectFrom('projects')
       .select('id')
       .where('id', '=', projectId)
       .executeTakeFirst();
-    if (!exists)
-      await this.store.db.deleteFrom('link_clicks').where('project_id', '=', projectId).execute();
+    if (exists) return;
+    await this.store.db
+      .deleteFrom('link_click_claims')
+      .where('project_id', '=', projectId)
+      .execute();
+    await this.store.db
+      .deleteFrom('link_click_days')
+      .where('link_id', 'not in', (eb) => eb.selectFrom('links').select('id'))
+      .execute();
   }
 
-  /** Claims an unclaimed click made in [sinceMs, nowMs]; true when this call won it. */
-  private async claim(projectId: string, clickId: string, sinceMs: number, nowMs: number) {
+  /** Claims a click for an install; true when this call won it (a click is claimed once). */
+  private async claim(projectId: string, clickId: string, linkId: string, nowMs: number) {
     const result = await this.store.db
-      .updateTable('link_clicks')
-      .set({ claimed_at: iso(nowMs) })
-      .where('id', '=', clickId)
-      .where('project_id', '=', projectId)
-      .where('claimed_at', 'is', null)
-      .where('created_at', '>=', iso(sinceMs))
-      .where('created_at', '<=', iso(nowMs))
+      .insertInto('link_click_claims')
+      .values({
+        click_id: clickId,
+        project_id: projectId,
+        link_id: linkId,
+        claimed_at: iso(nowMs),
+      })
+      .onConflict((oc) => oc.column('click_id').doNothing())
       .executeTakeFirst();
-    return Number(result.numUpdatedRows) === 1;
+    return Number(result.numInsertedOrUpdatedRows ?? 0n) === 1;
   }
 
   async recordEvent(projectId: string, body: LinkEventBody): Promise<string> {
@@ -623,12 +639,11 @@ export class LinkService {
     const day = sql<string>`substr(created_at, 1, 10)`;
     const [clicks, events] = await Promise.all([
       this.store.db
-        .selectFrom('link_clicks')
-        .select([day.as('day'), (eb) => eb.fn.countAll<string | number>().as('n')])
+        .selectFrom('link_click_days')
+        .select(['day', 'clicks as n'])
         .where('link_id', '=', linkId)
-        .where('created_at', '>=', iso(fromMs))
-        .where('created_at', '<', iso(endMs))
-        .groupBy(day)
+        .where('day', '>=', fromDay)
+        .where('day', '<=', toDay)
         .execute(),
       this.store.db
         .selectFrom('link_events')

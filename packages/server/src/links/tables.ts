@@ -1,3 +1,5 @@
+import type { Generated } from 'kysely';
+
 /** Links tables (see storage/schema.ts for the column conventions). */
 
 export interface LinksTable {
@@ -21,18 +23,46 @@ export interface LinksTable {
   updated_at: string;
 }
 
-/** One redirect served: the click id travels through the store to the first app open. */
+/**
+ * Before 0101_link_click_log: one row per redirect. Kept only so that migration can read it;
+ * the table no longer exists after it.
+ */
 export interface LinkClicksTable {
-  /** The click id (`clk_…`). */
   id: string;
   project_id: string;
   link_id: string;
   platform: 'android' | 'ios' | 'desktop' | 'bot';
-  /** HMAC-SHA256(server secret, IP + user agent), base64url. Never the raw IP. */
   fingerprint: string;
   created_at: string;
-  /** Set once, atomically, when a first app open claims this click. */
   claimed_at: string | null;
+}
+
+/**
+ * The click log: one row per batch of redirects, its clicks as lines (see click-log.ts). Every
+ * click's id, project, link, platform, fingerprint (a keyed hash of IP and user agent, never the
+ * raw IP) and time are here; rows are pruned after the longest referrer window.
+ */
+export interface LinkClickLogTable {
+  seq: Generated<number>;
+  /** The earliest and latest click time in the batch, ms (never more than a minute apart). */
+  first_ms: number;
+  last_ms: number;
+  clicks: string;
+}
+
+/** A click matched to an app install: at most one row, and so one install, per click. */
+export interface LinkClickClaimsTable {
+  click_id: string;
+  project_id: string;
+  link_id: string;
+  claimed_at: string;
+}
+
+/** Clicks per link and UTC day (`YYYY-MM-DD`): what stats read. */
+export interface LinkClickDaysTable {
+  link_id: string;
+  day: string;
+  clicks: number;
 }
 
 /** Events reported by apps (install, open, reinstall, custom, click). */
@@ -59,6 +89,9 @@ export interface LinkDevicesTable {
 export type LinksTables = {
   links: LinksTable;
   link_clicks: LinkClicksTable;
+  link_click_log: LinkClickLogTable;
+  link_click_claims: LinkClickClaimsTable;
+  link_click_days: LinkClickDaysTable;
   link_events: LinkEventsTable;
   link_devices: LinkDevicesTable;
 };

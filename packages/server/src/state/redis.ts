@@ -1,5 +1,12 @@
 import { Redis } from 'ioredis';
-import { type RateLimitResult, type SharedState, slidingWindowResult } from './state.ts';
+import {
+  type RateLimitResult,
+  RECENT_MAX_PER_KEY,
+  type Recalled,
+  type RecentEntry,
+  type SharedState,
+  slidingWindowResult,
+} from './state.ts';
 
 // KEYS[1] current window, KEYS[2] previous window; ARGV limit, fraction into window, ttl ms,
 // and how many requests ask at once. Admits as many of them as the window has room for, in one
@@ -15,6 +22,26 @@ if admitted > 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
 end
 return {admitted, prev, curr}
+`;
+
+// ARGV[1] the key prefix, ARGV[2] the most members per key, ARGV[3] the entries, one per line:
+// key, time (ms), lifetime (ms) and member, tab-separated. Each key is a sorted set scored by
+// time: members older than their lifetime go, the newest ARGV[2] stay, and the key expires
+// with its newest member. One call per batch, whatever its size: the lines are split here.
+const REMEMBER = `
+local prefix = ARGV[1]
+local keep = tonumber(ARGV[2])
+for key, ms, ttl, member in string.gmatch(ARGV[3], '([^\\t\\n]+)\\t([^\\t\\n]+)\\t([^\\t\\n]+)\\t([^\\t\\n]+)') do
+  local k = prefix .. key
+  local t = tonumber(ms)
+  local life = tonumber(ttl)
+  redis.call('ZADD', k, t, member)
+  redis.call('ZREMRANGEBYSCORE', k, '-inf', '(' .. (t - life))
+  redis.call('ZREMRANGEBYRANK', k, 0, -(keep + 1))
+  local left = redis.call('PTTL', k)
+  if left < life then redis.call('PEXPIRE', k, life) end
+end
+return 0
 `;
 
 /** Requests for one bucket that arrived in one turn of the event loop, decided by one script call. */
@@ -35,6 +62,7 @@ type RedisWithScripts = Redis & {
     ttlMs: number,
     asking: number,
   ): Promise<[number, number, number]>;
+  svcRemember(prefix: string, keep: number, lines: string): Promise<number>;
 };
 
 /** Shared state in Redis: every node of a fleet agrees on counters and sees every message. */
@@ -57,6 +85,7 @@ export class RedisState implements SharedState {
     const options = { enableAutoPipelining: true, maxRetriesPerRequest: 2, lazyConnect: false };
     this.client = new Redis(url, options) as RedisWithScripts;
     this.client.defineCommand('svcSlidingWindow', { numberOfKeys: 2, lua: SLIDING_WINDOW });
+    this.client.defineCommand('svcRemember', { numberOfKeys: 0, lua: REMEMBER });
     this.subscriber = new Redis(url, { ...options, enableAutoPipelining: false });
     this.subscriber.on('message', (channel: string, message: string) => {
       const set = this.handlers.get(channel);
@@ -127,6 +156,29 @@ export class RedisState implements SharedState {
           for (const w of b.waiters) w.reject(err);
         });
     }
+  }
+
+  async remember(entries: RecentEntry[], _nowMs: number): Promise<void> {
+    if (entries.length === 0) return;
+    let lines = '';
+    for (const e of entries) lines += `${e.key}\t${e.ms}\t${e.ttlMs}\t${e.member}\n`;
+    await this.client.svcRemember(this.prefix, RECENT_MAX_PER_KEY, lines);
+  }
+
+  async recall(key: string, sinceMs: number, limit: number): Promise<Recalled[]> {
+    const flat = await this.client.zrevrangebyscore(
+      this.prefix + key,
+      '+inf',
+      sinceMs,
+      'WITHSCORES',
+      'LIMIT',
+      0,
+      limit,
+    );
+    const found: Recalled[] = [];
+    for (let i = 0; i < flat.length; i += 2)
+      found.push({ member: flat[i], ms: Number(flat[i + 1]) });
+    return found;
   }
 
   async publish(channel: string, message: string) {

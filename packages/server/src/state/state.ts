@@ -11,6 +11,26 @@ export interface RateLimitResult {
   retryAfterSeconds: number;
 }
 
+/** One member remembered under a key, with its time and how long it is kept. */
+export interface RecentEntry {
+  key: string;
+  /** What is remembered (no newline or tab). */
+  member: string;
+  /** Its time, milliseconds since the epoch: what `recall` filters and orders by. */
+  ms: number;
+  /** How long after `ms` it may be forgotten. */
+  ttlMs: number;
+}
+
+/** A remembered member and its time. */
+export interface Recalled {
+  member: string;
+  ms: number;
+}
+
+/** Members kept per key at most (the newest); older ones are forgotten first. */
+export const RECENT_MAX_PER_KEY = 50;
+
 /**
  * State shared by every node of a fleet: rate-limit counters, pub/sub fan-out. One
  * implementation keeps it in process (the embedded default), the other in Redis. Both behave
@@ -30,6 +50,15 @@ export interface SharedState {
     windowMs: number,
     nowMs: number,
   ): RateLimitResult | Promise<RateLimitResult>;
+  /**
+   * Remembers members under keys for a while (short-lived lookups such as deferred deep-link
+   * match candidates), in one call for many entries. Entries whose lifetime has passed may be
+   * dropped at any time; at most {@link RECENT_MAX_PER_KEY} are kept per key, and the in-process
+   * implementation also bounds its total (oldest first). Redis: one script call per batch.
+   */
+  remember(entries: RecentEntry[], nowMs: number): void | Promise<void>;
+  /** A key's members whose time is at least `sinceMs`, newest first, at most `limit`. */
+  recall(key: string, sinceMs: number, limit: number): Promise<Recalled[]>;
   /** Sends `message` to every subscriber of `channel` on every node, this one included. */
   publish(channel: string, message: string): Promise<void>;
   /** Calls `handler` for each message on `channel`; resolves once the subscription is live. */

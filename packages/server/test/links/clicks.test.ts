@@ -3,113 +3,276 @@ import { after, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import pino from 'pino';
 import { newClickId } from '../../src/links/click-id.ts';
+import { clickIdTime, findClickLine, MAX_SPAN_MS } from '../../src/links/click-log.ts';
 import { ClickRecorder } from '../../src/links/clicks.ts';
+import { linksMigrations } from '../../src/links/migrations.ts';
+import { MemoryState } from '../../src/state/memory.ts';
 import { openStore, type Store } from '../../src/storage/db.ts';
-import { DIALECTS, freshStore, LogCapture } from '../helpers.ts';
+import { DIALECTS, freshState, freshStore, LogCapture, REDIS_URL } from '../helpers.ts';
 
-/** Each way clicks reach a store: the writer thread, in process, and PostgreSQL. */
-const cases: { name: string; open(): Promise<{ store: Store; drop(): Promise<void> }> }[] = [
-  { name: 'SQLite file (writer thread)', open: () => freshStore('sqlite') },
+/** Each way clicks reach a store: the writer thread, in process, and PostgreSQL with Redis. */
+const cases: {
+  name: string;
+  open(): Promise<{ store: Store; drop(): Promise<void> }>;
+  state: 'memory' | 'redis';
+}[] = [
+  { name: 'SQLite file (writer thread)', open: () => freshStore('sqlite'), state: 'memory' },
   {
     name: 'SQLite in memory (in process)',
     async open() {
       const store = await openStore({ sqliteFile: ':memory:' });
       return { store, drop: () => store.close() };
     },
+    state: 'memory',
   },
-  ...(DIALECTS.includes('postgres')
-    ? [{ name: 'PostgreSQL (unnest)', open: () => freshStore('postgres') }]
+  ...(DIALECTS.includes('postgres') && REDIS_URL
+    ? [
+        {
+          name: 'PostgreSQL + Redis',
+          open: () => freshStore('postgres'),
+          state: 'redis' as const,
+        },
+      ]
     : []),
 ];
+
+const HOUR = 3_600_000;
 
 for (const c of cases) {
   describe(`click recorder: ${c.name}`, async () => {
     const { store, drop } = await c.open();
+    const shared = freshState(c.state);
     const logs = new LogCapture();
-    const recorder = new ClickRecorder(store, pino({ level: 'warn' }, logs), 10_000);
+    const recorder = new ClickRecorder(store, shared.state, pino({ level: 'warn' }, logs), 10_000);
     after(async () => {
       await recorder.close();
+      await shared.drop();
       await drop();
     });
-    const count = async () =>
+    const logged = async () =>
       Number(
-        (await sql<{ n: number | string }>`select count(*) as n from link_clicks`.execute(store.db))
-          .rows[0].n,
+        (
+          await sql<{ n: number | string }>`select count(*) as n from link_click_log`.execute(
+            store.db,
+          )
+        ).rows[0].n,
       );
-    const record = (n: number) => {
+    const dayCount = async (linkId: string) =>
+      (
+        await store.db
+          .selectFrom('link_click_days')
+          .select(['day', 'clicks'])
+          .where('link_id', '=', linkId)
+          .execute()
+      ).map((r) => ({ day: r.day, clicks: Number(r.clicks) }));
+    const record = (
+      n: number,
+      at: number,
+      linkId = 'lnk_1',
+      fingerprint = (i: number) => `fp${i}`,
+    ) => {
       const ids: string[] = [];
       for (let i = 0; i < n; i++) {
-        const id = newClickId(Date.now());
+        const id = newClickId(at);
         ids.push(id);
         recorder.record(
           id,
           'prj_1',
-          'lnk_1',
+          linkId,
           i % 2 ? 'android' : 'desktop',
-          `fp${i}`,
-          new Date().toISOString(),
+          fingerprint(i),
+          at,
+          HOUR,
         );
       }
       return ids;
     };
 
-    test('queued clicks are in the store once flush resolves, every column intact', async () => {
-      const ids = record(250);
+    test('a flushed batch is one log row: every click found by its id, counted per day', async () => {
+      const at = Date.parse('2026-06-01T23:59:59.000Z');
+      const ids = record(250, at, 'lnk_a');
       await recorder.flush();
-      assert.equal(await count(), 250);
-      const row = await store.db
-        .selectFrom('link_clicks')
-        .selectAll()
-        .where('id', '=', ids[1])
-        .executeTakeFirstOrThrow();
+      assert.equal(await logged(), 1);
+      for (const [i, id] of ids.entries()) {
+        assert.deepEqual(await recorder.find(id), {
+          id,
+          projectId: 'prj_1',
+          linkId: 'lnk_a',
+          platform: i % 2 ? 'android' : 'desktop',
+          fingerprint: `fp${i}`,
+          ms: at,
+        });
+        if (i > 20) break;
+      }
+      assert.equal(await recorder.find(newClickId(at)), null, 'an id never issued');
+      assert.equal(await recorder.find('clk_not-a-ulid'), null);
+      assert.deepEqual(await dayCount('lnk_a'), [{ day: '2026-06-01', clicks: 250 }]);
+      // The next day's clicks count on that day, and the same day adds up.
+      record(3, at + 2000, 'lnk_a');
+      record(2, at, 'lnk_a');
+      await recorder.flush();
       assert.deepEqual(
-        { ...row, created_at: typeof row.created_at },
-        {
-          id: ids[1],
-          project_id: 'prj_1',
-          link_id: 'lnk_1',
-          platform: 'android',
-          fingerprint: 'fp1',
-          created_at: 'string',
-          claimed_at: null,
-        },
+        (await dayCount('lnk_a')).sort((x, y) => x.day.localeCompare(y.day)),
+        [
+          { day: '2026-06-01', clicks: 252 },
+          { day: '2026-06-02', clicks: 3 },
+        ],
       );
       // The writer thread started (it would otherwise have fallen back to writing in process).
       assert.doesNotMatch(logs.text, /click writer thread failed/);
     });
 
+    test('mobile clicks are match candidates for their window; desktop clicks are not', async () => {
+      const at = Date.parse('2026-06-02T10:00:00.000Z');
+      const ids = record(4, at, 'lnk_b', (i) => `same-${i % 2}`);
+      await recorder.flush();
+      // Odd clicks are android, under fingerprint same-1.
+      const found = await recorder.candidates('prj_1', 'android', 'same-1', at - HOUR);
+      assert.deepEqual(new Set(found.map((f) => f.clickId)), new Set([ids[1], ids[3]]));
+      assert.ok(found.every((f) => f.linkId === 'lnk_b' && f.ms === at));
+      assert.deepEqual(await recorder.candidates('prj_1', 'android', 'same-0', at - HOUR), []);
+      assert.deepEqual(await recorder.candidates('prj_1', 'ios', 'same-1', at - HOUR), []);
+      assert.deepEqual(await recorder.candidates('prj_2', 'android', 'same-1', at - HOUR), []);
+      assert.deepEqual(await recorder.candidates('prj_1', 'android', 'same-1', at + 1), []);
+    });
+
+    test('a batch never spans more than the log allows, so a click is found from its id', async () => {
+      const at = Date.parse('2026-06-03T10:00:00.000Z');
+      const before = await logged();
+      const early = record(1, at, 'lnk_c');
+      const late = record(1, at + MAX_SPAN_MS + 1, 'lnk_c');
+      await recorder.flush();
+      assert.equal(await logged(), before + 2);
+      assert.equal((await recorder.find(early[0]))?.ms, at);
+      assert.equal((await recorder.find(late[0]))?.ms, at + MAX_SPAN_MS + 1);
+      assert.equal(clickIdTime(late[0]), at + MAX_SPAN_MS + 1);
+    });
+
+    test('pruning drops log rows older than the cut, and keeps the day counts', async () => {
+      const at = Date.parse('2026-06-04T10:00:00.000Z');
+      const old = record(2, at, 'lnk_d');
+      const recent = record(2, at + 2 * MAX_SPAN_MS, 'lnk_d');
+      await recorder.flush();
+      await recorder.prune(at + 1);
+      assert.equal(await recorder.find(old[0]), null);
+      assert.equal((await recorder.find(recent[0]))?.linkId, 'lnk_d');
+      assert.deepEqual(await dayCount('lnk_d'), [{ day: '2026-06-04', clicks: 4 }]);
+    });
+
     test('a store that refuses the write keeps the clicks and writes them later', async () => {
-      const before = await count();
-      await sql`alter table link_clicks rename to link_clicks_away`.execute(store.db);
-      record(30);
+      const at = Date.parse('2026-06-05T10:00:00.000Z');
+      await sql`alter table link_click_log rename to link_click_log_away`.execute(store.db);
+      const ids = record(30, at, 'lnk_e');
       await recorder.flush();
       assert.match(logs.text, /link clicks not written; will retry/);
-      await sql`alter table link_clicks_away rename to link_clicks`.execute(store.db);
+      await sql`alter table link_click_log_away rename to link_click_log`.execute(store.db);
       await recorder.flush();
-      assert.equal(await count(), before + 30);
+      assert.equal((await recorder.find(ids[29]))?.linkId, 'lnk_e');
+      assert.deepEqual(await dayCount('lnk_e'), [{ day: '2026-06-05', clicks: 30 }]);
     });
 
     test('closing while the store refuses writes drops the queue and leaves no retry behind', async () => {
       const shutdownLogs = new LogCapture();
-      const closing = new ClickRecorder(store, pino({ level: 'warn' }, shutdownLogs), 10_000);
-      await sql`alter table link_clicks rename to link_clicks_away`.execute(store.db);
+      const closing = new ClickRecorder(
+        store,
+        shared.state,
+        pino({ level: 'warn' }, shutdownLogs),
+        10_000,
+      );
+      await sql`alter table link_click_log rename to link_click_log_away`.execute(store.db);
       try {
         for (let i = 0; i < 5; i++) {
-          closing.record(
-            newClickId(Date.now()),
-            'prj_1',
-            'lnk_1',
-            'ios',
-            'fp',
-            new Date().toISOString(),
-          );
+          const now = Date.now();
+          closing.record(newClickId(now), 'prj_1', 'lnk_1', 'ios', 'fp', now, HOUR);
         }
         await closing.close();
         assert.match(shutdownLogs.text, /link clicks dropped at shutdown/);
         assert.match(shutdownLogs.text, /"dropped":5/);
       } finally {
-        await sql`alter table link_clicks_away rename to link_clicks`.execute(store.db);
+        await sql`alter table link_click_log_away rename to link_click_log`.execute(store.db);
       }
     });
   });
 }
+
+test('in-process candidates come back from the log after a restart', async () => {
+  const { store, drop } = await freshStore('sqlite');
+  const log = pino({ level: 'silent' });
+  const at = Date.parse('2026-06-06T10:00:00.000Z');
+  try {
+    const before = new ClickRecorder(store, new MemoryState(), log);
+    const recent = newClickId(at);
+    const old = newClickId(at - 2 * HOUR);
+    before.record(old, 'prj_1', 'lnk_1', 'ios', 'fp-r', at - 2 * HOUR, HOUR);
+    before.record(recent, 'prj_1', 'lnk_2', 'ios', 'fp-r', at, HOUR);
+    before.record(newClickId(at), 'prj_1', 'lnk_2', 'desktop', 'fp-r', at, HOUR);
+    await before.close();
+    const state = new MemoryState();
+    const after = new ClickRecorder(store, state, log);
+    assert.equal(await after.restoreCandidates(at - HOUR, at + 1000, HOUR), 1);
+    assert.deepEqual(await after.candidates('prj_1', 'ios', 'fp-r', at - 3 * HOUR), [
+      { clickId: recent, linkId: 'lnk_2', ms: at },
+    ]);
+    await after.close();
+    await state.close();
+  } finally {
+    await drop();
+  }
+});
+
+test('findClickLine finds a click id only at the start of a line', () => {
+  const a = newClickId(1);
+  const b = newClickId(1);
+  const text = `${a}\tprj\tlnk\tios\tfp\t1\n${b}\tprj\tlnk2\tandroid\tfp2\t1`;
+  assert.equal(findClickLine(text, b)?.linkId, 'lnk2');
+  assert.equal(findClickLine(text, a)?.linkId, 'lnk');
+  assert.equal(findClickLine(`x${a}\tp\tl\tios\tf\t1`, a), null);
+});
+
+test('the migration carries per-click rows over: log lines, claims and day counts', async () => {
+  const store = await openStore({ sqliteFile: ':memory:' });
+  try {
+    // The store is migrated: rebuild the old table as it was and run the migration again.
+    await sql`drop table link_click_log`.execute(store.db);
+    await sql`drop table link_click_claims`.execute(store.db);
+    await sql`drop table link_click_days`.execute(store.db);
+    await sql`create table link_clicks (id text primary key, project_id text not null, link_id text not null, platform text not null, fingerprint text not null, created_at text not null, claimed_at text)`.execute(
+      store.db,
+    );
+    const t = Date.parse('2026-05-01T10:00:00.000Z');
+    const ids = [newClickId(t), newClickId(t + 1000), newClickId(t + 2 * MAX_SPAN_MS)];
+    await store.db
+      .insertInto('link_clicks')
+      .values(
+        ids.map((id, i) => ({
+          id,
+          project_id: 'prj_1',
+          link_id: 'lnk_1',
+          platform: 'android' as const,
+          fingerprint: `fp${i}`,
+          created_at: new Date(t + (i === 2 ? 2 * MAX_SPAN_MS : i * 1000)).toISOString(),
+          claimed_at: i === 1 ? new Date(t + 5000).toISOString() : null,
+        })),
+      )
+      .execute();
+    await linksMigrations['0101_link_click_log'].up(store.db);
+    const recorder = new ClickRecorder(store, new MemoryState(), pino({ level: 'silent' }));
+    assert.equal((await recorder.find(ids[0]))?.fingerprint, 'fp0');
+    assert.equal((await recorder.find(ids[2]))?.ms, t + 2 * MAX_SPAN_MS);
+    const claims = await store.db.selectFrom('link_click_claims').selectAll().execute();
+    assert.deepEqual(
+      claims.map((c) => c.click_id),
+      [ids[1]],
+    );
+    const days = await store.db.selectFrom('link_click_days').selectAll().execute();
+    assert.deepEqual(
+      days.map((d) => ({ ...d, clicks: Number(d.clicks) })),
+      [{ link_id: 'lnk_1', day: '2026-05-01', clicks: 3 }],
+    );
+    const logRows = await store.db.selectFrom('link_click_log').selectAll().execute();
+    assert.equal(logRows.length, 2, 'clicks more than a minute apart are in separate rows');
+    await recorder.close();
+  } finally {
+    await store.close();
+  }
+});

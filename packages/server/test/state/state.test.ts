@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
+import { MemoryState } from '../../src/state/memory.ts';
+import { RECENT_MAX_PER_KEY } from '../../src/state/state.ts';
 import { freshState, REDIS_URL } from '../helpers.ts';
 
 const KINDS = ['memory', ...(REDIS_URL ? ['redis' as const] : [])] as const;
@@ -68,8 +70,85 @@ for (const kind of KINDS) {
       await other();
       assert.equal(await state.ping(), true);
     });
+
+    test('remembered members come back newest first, within the asked time, per key', async () => {
+      const hour = 3_600_000;
+      await state.remember(
+        [
+          { key: 'fp:a', member: 'clk_1 lnk_1', ms: t0, ttlMs: hour },
+          { key: 'fp:a', member: 'clk_3 lnk_1', ms: t0 + 3000, ttlMs: hour },
+          { key: 'fp:a', member: 'clk_2 lnk_2', ms: t0 + 2000, ttlMs: hour },
+          { key: 'fp:b', member: 'clk_4 lnk_1', ms: t0 + 1000, ttlMs: hour },
+        ],
+        t0 + 3000,
+      );
+      assert.deepEqual(await state.recall('fp:a', t0 + 1000, 5), [
+        { member: 'clk_3 lnk_1', ms: t0 + 3000 },
+        { member: 'clk_2 lnk_2', ms: t0 + 2000 },
+      ]);
+      assert.deepEqual(await state.recall('fp:a', t0, 1), [
+        { member: 'clk_3 lnk_1', ms: t0 + 3000 },
+      ]);
+      assert.deepEqual(await state.recall('fp:b', t0, 5), [
+        { member: 'clk_4 lnk_1', ms: t0 + 1000 },
+      ]);
+      assert.deepEqual(await state.recall('fp:none', t0, 5), []);
+      // Members older than their lifetime go when the key is next written.
+      await state.remember(
+        [{ key: 'fp:a', member: 'clk_5 lnk_1', ms: t0 + hour + 2500, ttlMs: hour }],
+        t0 + hour + 2500,
+      );
+      assert.deepEqual(
+        (await state.recall('fp:a', 0, 10)).map((r) => r.member),
+        ['clk_5 lnk_1', 'clk_3 lnk_1'],
+      );
+    });
+
+    test('a key keeps its newest members only', async () => {
+      const entries = Array.from({ length: RECENT_MAX_PER_KEY + 7 }, (_, i) => ({
+        key: 'fp:many',
+        member: `clk_${i}`,
+        ms: t0 + i,
+        ttlMs: 60_000,
+      }));
+      await state.remember(entries, t0 + entries.length);
+      const kept = await state.recall('fp:many', 0, 1000);
+      assert.equal(kept.length, RECENT_MAX_PER_KEY);
+      assert.equal(kept[0].member, `clk_${entries.length - 1}`);
+      assert.equal(kept.at(-1)!.member, 'clk_7');
+    });
   });
 }
+
+test('in process, remembered entries are bounded: the oldest are forgotten first', async () => {
+  const state = new MemoryState(3);
+  try {
+    const t = Date.parse('2026-06-01T00:00:00.000Z');
+    const day = 86_400_000;
+    const entry = (i: number) => ({ key: `k${i % 2}`, member: `m${i}`, ms: t + i, ttlMs: day });
+    await state.remember([0, 1, 2, 3, 4].map(entry), t + 5);
+    assert.deepEqual(
+      (await state.recall('k0', 0, 10)).map((r) => r.member),
+      ['m4', 'm2'],
+    );
+    assert.deepEqual(
+      (await state.recall('k1', 0, 10)).map((r) => r.member),
+      ['m3'],
+    );
+    // Expired entries are forgotten on the next write, even under the bound.
+    await state.remember([entry(5)], t + day + 3);
+    assert.deepEqual(
+      (await state.recall('k0', 0, 10)).map((r) => r.member),
+      ['m4'],
+    );
+    assert.deepEqual(
+      (await state.recall('k1', 0, 10)).map((r) => r.member),
+      ['m5'],
+    );
+  } finally {
+    await state.close();
+  }
+});
 
 test('a second Redis state with the same prefix sees the same counters and messages', {
   skip: !REDIS_URL && 'needs REDIS_URL',

@@ -3,6 +3,7 @@ import type { Statement } from 'better-sqlite3';
 import type { FastifyBaseLogger } from 'fastify';
 import { CompiledQuery } from 'kysely';
 import type { Recalled, RecentEntry, SharedState } from '../state/index.ts';
+import { RECENT_MAX_PER_KEY } from '../state/state.ts';
 import type { Store } from '../storage/db.ts';
 import {
   type ClickPlatform,
@@ -187,15 +188,15 @@ export class ClickRecorder {
   }
 
   /**
-   * The project's unclaimed-or-not mobile clicks with this fingerprint since `sinceMs`, newest
-   * first: click id, link id and time.
+   * The project's mobile clicks on `platform` with this fingerprint since `sinceMs`, claimed or
+   * not, newest first (at most the newest 50): click id, link id and time.
    */
   async candidates(
     projectId: string,
     platform: 'android' | 'ios',
     fingerprint: string,
     sinceMs: number,
-    limit = 5,
+    limit = RECENT_MAX_PER_KEY,
   ): Promise<{ clickId: string; linkId: string; ms: number }[]> {
     const found: Recalled[] = await this.state.recall(
       candidateKey(projectId, platform, fingerprint),

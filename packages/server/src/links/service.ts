@@ -511,8 +511,25 @@ export class LinkService {
         fingerprint,
         now - settings.deferredWindowSeconds * 1000,
       );
+      // Skip those already claimed in one query; then claim the newest of the rest (a lost race
+      // moves on to the next).
+      const claimed = new Set(
+        candidates.length === 0
+          ? []
+          : (
+              await this.store.db
+                .selectFrom('link_click_claims')
+                .select('click_id')
+                .where(
+                  'click_id',
+                  'in',
+                  candidates.map((c) => c.clickId),
+                )
+                .execute()
+            ).map((r) => r.click_id),
+      );
       for (const candidate of candidates) {
-        if (candidate.ms > now) continue;
+        if (candidate.ms > now || claimed.has(candidate.clickId)) continue;
         if (await this.claim(projectId, candidate.clickId, candidate.linkId, now)) {
           matchType = 'probable';
           clickId = candidate.clickId;

@@ -304,6 +304,43 @@ for (const backend of BACKENDS) {
       assert.equal(uniques.filter((r) => r.json().matchType === 'unique').length, 1);
     });
 
+    test('many installs behind one address: each matches its own click, newest first, then none', async () => {
+      const link = await freshLink();
+      const other = await freshLink();
+      const ip = '198.51.100.48';
+      // Seven clicks from one fingerprint (a shared NAT and one phone model), the newest on `other`.
+      for (let i = 0; i < 6; i++) await visit(s, `/l/${link.slug}`, UA.iosSafari, { ip });
+      await visit(s, `/l/${other.slug}`, UA.iosSafari, { ip });
+      const open = () =>
+        call(
+          'POST',
+          '/v1/sdk/links/deferred',
+          { platform: 'ios', userAgent: UA.iosSafari },
+          { remoteAddress: ip },
+        );
+      const first = (await open()).json();
+      assert.equal(first.matchType, 'probable');
+      assert.equal(first.link.id, other.id, 'the latest click first');
+      const seen = new Set([first.clickId]);
+      for (let i = 0; i < 6; i++) {
+        const next = (await open()).json();
+        assert.equal(next.matchType, 'probable');
+        assert.equal(next.link.id, link.id);
+        assert.ok(!seen.has(next.clickId), 'a click is matched once');
+        seen.add(next.clickId);
+      }
+      assert.equal((await open()).json().matchType, 'none');
+      // Android installs never take iOS clicks.
+      await visit(s, `/l/${link.slug}`, UA.iosSafari, { ip });
+      const android = await call(
+        'POST',
+        '/v1/sdk/links/deferred',
+        { platform: 'android', userAgent: UA.iosSafari },
+        { remoteAddress: ip },
+      );
+      assert.equal(android.json().matchType, 'none');
+    });
+
     test('two nodes: a link change reaches the other node’s cache; a click is claimed once across nodes', async () => {
       const nodeB: FastifyInstance = await buildApp({
         config: s.config,

@@ -229,50 +229,55 @@ test('findClickLine finds a click id only at the start of a line', () => {
   assert.equal(findClickLine(`x${a}\tp\tl\tios\tf\t1`, a), null);
 });
 
-test('the migration carries per-click rows over: log lines, claims and day counts', async () => {
-  const store = await openStore({ sqliteFile: ':memory:' });
-  try {
-    // The store is migrated: rebuild the old table as it was and run the migration again.
-    await sql`drop table link_click_log`.execute(store.db);
-    await sql`drop table link_click_claims`.execute(store.db);
-    await sql`drop table link_click_days`.execute(store.db);
-    await sql`create table link_clicks (id text primary key, project_id text not null, link_id text not null, platform text not null, fingerprint text not null, created_at text not null, claimed_at text)`.execute(
-      store.db,
-    );
-    const t = Date.parse('2026-05-01T10:00:00.000Z');
-    const ids = [newClickId(t), newClickId(t + 1000), newClickId(t + 2 * MAX_SPAN_MS)];
-    await store.db
-      .insertInto('link_clicks')
-      .values(
-        ids.map((id, i) => ({
-          id,
-          project_id: 'prj_1',
-          link_id: 'lnk_1',
-          platform: 'android' as const,
-          fingerprint: `fp${i}`,
-          created_at: new Date(t + (i === 2 ? 2 * MAX_SPAN_MS : i * 1000)).toISOString(),
-          claimed_at: i === 1 ? new Date(t + 5000).toISOString() : null,
-        })),
-      )
-      .execute();
-    await linksMigrations['0101_link_click_log'].up(store.db);
-    const recorder = new ClickRecorder(store, new MemoryState(), pino({ level: 'silent' }));
-    assert.equal((await recorder.find(ids[0]))?.fingerprint, 'fp0');
-    assert.equal((await recorder.find(ids[2]))?.ms, t + 2 * MAX_SPAN_MS);
-    const claims = await store.db.selectFrom('link_click_claims').selectAll().execute();
-    assert.deepEqual(
-      claims.map((c) => c.click_id),
-      [ids[1]],
-    );
-    const days = await store.db.selectFrom('link_click_days').selectAll().execute();
-    assert.deepEqual(
-      days.map((d) => ({ ...d, clicks: Number(d.clicks) })),
-      [{ link_id: 'lnk_1', day: '2026-05-01', clicks: 3 }],
-    );
-    const logRows = await store.db.selectFrom('link_click_log').selectAll().execute();
-    assert.equal(logRows.length, 2, 'clicks more than a minute apart are in separate rows');
-    await recorder.close();
-  } finally {
-    await store.close();
-  }
-});
+for (const dialect of DIALECTS)
+  test(`the migration carries per-click rows over: log lines, claims and day counts (${dialect})`, async () => {
+    const { store, drop } = await freshStore(dialect);
+    try {
+      // The store is migrated: rebuild the old table as it was and run the migration again.
+      await sql`drop table link_click_log`.execute(store.db);
+      await sql`drop table link_click_claims`.execute(store.db);
+      await sql`drop table link_click_days`.execute(store.db);
+      await sql`create table link_clicks (id text primary key, project_id text not null, link_id text not null, platform text not null, fingerprint text not null, created_at text not null, claimed_at text)`.execute(
+        store.db,
+      );
+      const t = Date.parse('2026-05-01T10:00:00.000Z');
+      const ids = [newClickId(t), newClickId(t + 1000), newClickId(t + 2 * MAX_SPAN_MS)];
+      await store.db
+        .insertInto('link_clicks')
+        .values(
+          ids.map((id, i) => ({
+            id,
+            project_id: 'prj_1',
+            link_id: 'lnk_1',
+            platform: 'android' as const,
+            fingerprint: `fp${i}`,
+            created_at: new Date(t + (i === 2 ? 2 * MAX_SPAN_MS : i * 1000)).toISOString(),
+            claimed_at: i === 1 ? new Date(t + 5000).toISOString() : null,
+          })),
+        )
+        .execute();
+      await linksMigrations['0101_link_click_log'].up(store.db);
+      const recorder = new ClickRecorder(store, new MemoryState(), pino({ level: 'silent' }));
+      assert.equal((await recorder.find(ids[0]))?.fingerprint, 'fp0');
+      assert.equal((await recorder.find(ids[2]))?.ms, t + 2 * MAX_SPAN_MS);
+      const claims = await store.db.selectFrom('link_click_claims').selectAll().execute();
+      assert.deepEqual(
+        claims.map((c) => c.click_id),
+        [ids[1]],
+      );
+      const days = await store.db.selectFrom('link_click_days').selectAll().execute();
+      assert.deepEqual(
+        days.map((d) => ({ ...d, clicks: Number(d.clicks) })),
+        [{ link_id: 'lnk_1', day: '2026-05-01', clicks: 3 }],
+      );
+      const logRows = await store.db
+        .selectFrom('link_click_log')
+        .selectAll()
+        .orderBy('seq')
+        .execute();
+      assert.equal(logRows.length, 2, 'clicks more than a minute apart are in separate rows');
+      await recorder.close();
+    } finally {
+      await drop();
+    }
+  });

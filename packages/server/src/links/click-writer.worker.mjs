@@ -3,20 +3,24 @@
  * The click writer thread (SQLite files only): receives batches of clicks from the main thread
  * and writes each in one transaction on its own connection — the batch's `link_click_log` row
  * and its per-link, per-day counts — so that the redirects' event loop never waits on SQLite.
- * Plain JavaScript: Node 20 does not hand the TypeScript loader (`--import tsx`) to worker
- * threads.
+ * It also computes each click's fingerprint, in a tight loop over the batch, rather than the
+ * redirect doing it between requests. Plain JavaScript: Node 20 does not hand the TypeScript
+ * loader (`--import tsx`) to worker threads.
  *
- * workerData: `{ file, insertLog, upsertDay }`, the SQLite file and the two statements.
- * In: `{ id, batch: { firstMs, lastMs, rows, days } }` (`days`: `[linkId, 'YYYY-MM-DD', n]`),
- * or `'close'`.
- * Out: `{ id }` once written, or `{ id, error }`.
+ * workerData: `{ file, insertLog, upsertDay, fingerprintKey }`.
+ * In: `{ id, batch }` (see `ThreadBatch` in clicks.ts), or `'close'`.
+ * Out: `{ id, fingerprints }` once written (the mobile clicks' fingerprints, newline-separated),
+ * or `{ id, error }`.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import SQLite from 'better-sqlite3';
+import { clickFingerprint } from './fingerprint.mjs';
 
 const port = /** @type {import('node:worker_threads').MessagePort} */ (parentPort);
-const { file, insertLog, upsertDay } =
-  /** @type {{ file: string, insertLog: string, upsertDay: string }} */ (workerData);
+const { file, insertLog, upsertDay, fingerprintKey } =
+  /** @type {{ file: string, insertLog: string, upsertDay: string, fingerprintKey: string }} */ (
+    workerData
+  );
 const db = new SQLite(file);
 db.pragma('busy_timeout = 5000');
 db.pragma('synchronous = NORMAL');
@@ -24,22 +28,44 @@ const insert = db.prepare(insertLog);
 const upsert = db.prepare(upsertDay);
 const writeBatch = db.transaction(
   (
-    /** @type {{ firstMs: number, lastMs: number, rows: string, days: [string, string, number][] }} */ batch,
+    /** @type {number} */ firstMs,
+    /** @type {number} */ lastMs,
+    /** @type {string} */ rows,
+    /** @type {[string, string, number][]} */ days,
   ) => {
-    insert.run(batch.firstMs, batch.lastMs, batch.rows);
-    for (const day of batch.days) upsert.run(...day);
+    insert.run(firstMs, lastMs, rows);
+    for (const day of days) upsert.run(...day);
   },
 );
 
-port.on('message', (/** @type {{ id: number, batch: any } | 'close'} */ message) => {
+/**
+ * @typedef {{ firstMs: number, lastMs: number, heads: string, ips: string, userAgents: string,
+ *   times: number[], mobile: number[], days: [string, string, number][] }} Batch
+ */
+
+port.on('message', (/** @type {{ id: number, batch: Batch } | 'close'} */ message) => {
   if (message === 'close') {
     db.close();
     port.close();
     return;
   }
   try {
-    writeBatch(message.batch);
-    port.postMessage({ id: message.id });
+    const { batch } = message;
+    const heads = batch.heads.split('\n');
+    const ips = batch.ips.split('\n');
+    const userAgents = batch.userAgents.split('\n');
+    const fingerprints = heads.map((_, i) =>
+      clickFingerprint(fingerprintKey, ips[i], userAgents[i]),
+    );
+    let rows = '';
+    for (let i = 0; i < heads.length; i++) {
+      rows += `${i === 0 ? '' : '\n'}${heads[i]}\t${fingerprints[i]}\t${batch.times[i]}`;
+    }
+    writeBatch(batch.firstMs, batch.lastMs, rows, batch.days);
+    port.postMessage({
+      id: message.id,
+      fingerprints: batch.mobile.map((i) => fingerprints[i]).join('\n'),
+    });
   } catch (err) {
     port.postMessage({ id: message.id, error: String(err) });
   }

@@ -9,7 +9,6 @@ import {
   type ClickPlatform,
   candidateKey,
   clickIdTime,
-  clickLine,
   DAY_MS,
   dayText,
   findClickLine,
@@ -19,6 +18,7 @@ import {
   parseClickLine,
   UPSERT_DAY,
 } from './click-log.ts';
+import { clickFingerprint } from './fingerprint.mjs';
 
 /** Clicks kept for a retry while the store refuses writes; beyond this, the oldest are dropped. */
 const MAX_PENDING = 100_000;
@@ -34,27 +34,59 @@ interface DayCount {
   n: number;
 }
 
-/** Clicks on their way to the store: one log row, its day counts and its match candidates. */
+/** A mobile click of a batch: a match candidate once its fingerprint is known. */
+interface MobileClick {
+  /** Its position in the batch. */
+  index: number;
+  projectId: string;
+  platform: 'android' | 'ios';
+  member: string;
+  ms: number;
+  ttlMs: number;
+}
+
+/**
+ * Clicks on their way to the store: one log row, its day counts and its match candidates. A
+ * click is kept as it came (the start of its line, IP, user agent, time); its fingerprint is
+ * computed with the batch's, off the redirect's path (on the writer thread for a SQLite file).
+ */
 interface Batch {
-  lines: string[];
+  /** `id`, `project_id`, `link_id` and `platform` of each click, tab-separated. */
+  heads: string[];
+  ips: string[];
+  userAgents: string[];
+  times: number[];
+  mobile: MobileClick[];
   firstMs: number;
   lastMs: number;
   counts: Map<string, DayCount>;
-  candidates: RecentEntry[];
-  logged: boolean;
+  /** Set once the batch is logged (the fingerprints are known then). */
+  candidates: RecentEntry[] | null;
   remembered: boolean;
 }
 
 function emptyBatch(): Batch {
   return {
-    lines: [],
+    heads: [],
+    ips: [],
+    userAgents: [],
+    times: [],
+    mobile: [],
     firstMs: Number.POSITIVE_INFINITY,
     lastMs: Number.NEGATIVE_INFINITY,
     counts: new Map(),
-    candidates: [],
-    logged: false,
+    candidates: null,
     remembered: false,
   };
+}
+
+/** The batch's lines, given each click's fingerprint (see click-log.ts for the format). */
+function batchLines(batch: Batch, fingerprints: string[]): string {
+  let rows = '';
+  for (let i = 0; i < batch.heads.length; i++) {
+    rows += `${i === 0 ? '' : '\n'}${batch.heads[i]}\t${fingerprints[i]}\t${batch.times[i]}`;
+  }
+  return rows;
 }
 
 /** A batch's day counts as rows: link id, `YYYY-MM-DD`, count. */
@@ -96,9 +128,14 @@ export class ClickRecorder {
   /** The day count the last click went to (most clicks in a batch go to a few hot links). */
   private lastCount: DayCount | null = null;
 
+  /**
+   * @param fingerprintKey from `fingerprintKey(server secret)` (fingerprint.mjs): each click's
+   *   fingerprint is computed here, in batches, rather than on the redirect's path.
+   */
   constructor(
     private store: Store,
     private state: SharedState,
+    private fingerprintKey: string,
     private log: FastifyBaseLogger,
     private maxDelayMs = 100,
     private maxBatch = 2000,
@@ -107,24 +144,29 @@ export class ClickRecorder {
   }
 
   /**
-   * Queues one click. `matchWindowMs` is how long a mobile click stays a deferred-match candidate
-   * (the project's window); desktop and bot clicks are never candidates.
+   * Queues one click, with the IP and user agent its fingerprint is made of (a header value,
+   * which never holds a newline). `matchWindowMs` is how long a mobile click stays a
+   * deferred-match candidate (the project's window); desktop and bot clicks never are.
    */
   record(
     id: string,
     projectId: string,
     linkId: string,
     platform: ClickPlatform,
-    fingerprint: string,
+    ip: string,
+    userAgent: string,
     ms: number,
     matchWindowMs: number,
   ) {
     let b = this.current;
-    if (b.lines.length > 0 && (ms - b.firstMs > MAX_SPAN_MS || b.lastMs - ms > MAX_SPAN_MS)) {
+    if (b.heads.length > 0 && (ms - b.firstMs > MAX_SPAN_MS || b.lastMs - ms > MAX_SPAN_MS)) {
       void this.flush();
       b = this.current;
     }
-    b.lines.push(clickLine(id, projectId, linkId, platform, fingerprint, ms));
+    b.heads.push(`${id}\t${projectId}\t${linkId}\t${platform}`);
+    b.ips.push(ip);
+    b.userAgents.push(userAgent);
+    b.times.push(ms);
     if (ms < b.firstMs) b.firstMs = ms;
     if (ms > b.lastMs) b.lastMs = ms;
     const day = Math.floor(ms / DAY_MS);
@@ -140,14 +182,16 @@ export class ClickRecorder {
     }
     count.n++;
     if (platform === 'android' || platform === 'ios') {
-      b.candidates.push({
-        key: candidateKey(projectId, platform, fingerprint),
+      b.mobile.push({
+        index: b.heads.length - 1,
+        projectId,
+        platform,
         member: `${id} ${linkId}`,
         ms,
         ttlMs: matchWindowMs,
       });
     }
-    if (b.lines.length >= this.maxBatch) void this.flush();
+    if (b.heads.length >= this.maxBatch) void this.flush();
     else this.timer ??= setTimeout(() => void this.flush(), this.maxDelayMs);
   }
 
@@ -157,9 +201,9 @@ export class ClickRecorder {
       clearTimeout(this.timer);
       this.timer = null;
     }
-    if (this.current.lines.length > 0) {
+    if (this.current.heads.length > 0) {
       this.pending.push(this.current);
-      this.pendingClicks += this.current.lines.length;
+      this.pendingClicks += this.current.heads.length;
       this.current = emptyBatch();
       this.lastCount = null;
       this.dropBeyondBound();
@@ -167,6 +211,11 @@ export class ClickRecorder {
     // Batches kept from a failed write are tried again too.
     if (this.pending.length > 0) this.writing = this.writing.then(() => this.drain());
     return this.writing;
+  }
+
+  /** The fingerprint of a visitor, as clicks carry it. */
+  fingerprint(ip: string, userAgent: string) {
+    return clickFingerprint(this.fingerprintKey, ip, userAgent);
   }
 
   /** The click `clickId` names, from the log; null when there is none (or it is malformed). */
@@ -263,8 +312,8 @@ export class ClickRecorder {
     // The oldest after the first, which may be being written right now.
     while (this.pendingClicks > MAX_PENDING && this.pending.length > 2) {
       const [dropped] = this.pending.splice(1, 1);
-      this.pendingClicks -= dropped.lines.length;
-      this.log.error({ dropped: dropped.lines.length }, 'link clicks dropped: too many waiting');
+      this.pendingClicks -= dropped.heads.length;
+      this.log.error({ dropped: dropped.heads.length }, 'link clicks dropped: too many waiting');
     }
   }
 
@@ -273,48 +322,62 @@ export class ClickRecorder {
     while (this.pending.length > 0) {
       const batch = this.pending[0];
       try {
+        if (batch.candidates === null) {
+          const fingerprints = await this.writeLog(batch);
+          batch.candidates = batch.mobile.map((m, i) => ({
+            key: candidateKey(m.projectId, m.platform, fingerprints[i]),
+            member: m.member,
+            ms: m.ms,
+            ttlMs: m.ttlMs,
+          }));
+        }
         if (!batch.remembered) {
           await this.state.remember(batch.candidates, batch.lastMs);
           batch.remembered = true;
         }
-        if (!batch.logged) {
-          await this.writeLog(batch);
-          batch.logged = true;
-        }
       } catch (err) {
         // The store is down or busy: keep the clicks (up to a bound) and try again later.
         this.log.error(
-          { err, clicks: batch.lines.length, waiting: this.pendingClicks },
+          { err, clicks: batch.heads.length, waiting: this.pendingClicks },
           'link clicks not written; will retry',
         );
         if (!this.closed) this.timer ??= setTimeout(() => void this.flush(), this.maxDelayMs * 10);
         return;
       }
       if (this.pending[0] === batch) this.pending.shift();
-      this.pendingClicks -= batch.lines.length;
+      this.pendingClicks -= batch.heads.length;
     }
   }
 
-  private async writeLog(batch: Batch) {
-    const rows = batch.lines.join('\n');
-    if (this.useThread) await this.writeInThread(batch, rows);
-    else if (this.store.sqlite) this.writeSqlite(batch, rows);
+  /** Writes the batch's log row and day counts; returns its mobile clicks' fingerprints. */
+  private async writeLog(batch: Batch): Promise<string[]> {
+    if (this.useThread) return this.writeInThread(batch);
+    const fingerprints = batch.heads.map((_, i) =>
+      this.fingerprint(batch.ips[i], batch.userAgents[i]),
+    );
+    const rows = batchLines(batch, fingerprints);
+    if (this.store.sqlite) this.writeSqlite(batch, rows);
     else await this.writePostgres(batch, rows);
+    return batch.mobile.map((m) => fingerprints[m.index]);
   }
 
-  private async writeInThread(batch: Batch, rows: string) {
+  private async writeInThread(batch: Batch): Promise<string[]> {
     if (!this.writer) {
-      this.writer = new ClickWriterThread(this.store.sqlite!.name, (err) => {
+      this.writer = new ClickWriterThread(this.store.sqlite!.name, this.fingerprintKey, (err) => {
         // The thread could not start or died: write in process from now on.
         this.log.error({ err }, 'click writer thread failed; writing clicks in process');
         this.useThread = false;
         this.writer = null;
       });
     }
-    await this.writer.write({
+    return this.writer.write({
       firstMs: batch.firstMs,
       lastMs: batch.lastMs,
-      rows,
+      heads: batch.heads.join('\n'),
+      ips: batch.ips.join('\n'),
+      userAgents: batch.userAgents.join('\n'),
+      times: batch.times,
+      mobile: batch.mobile.map((m) => m.index),
       days: dayRows(batch),
     });
   }
@@ -347,12 +410,17 @@ export class ClickRecorder {
   }
 }
 
-/** What the writer thread writes in one transaction. */
+/** What the writer thread writes in one transaction (see click-writer.worker.mjs). */
 interface ThreadBatch {
   firstMs: number;
   lastMs: number;
-  /** The batch's lines, joined by newlines. */
-  rows: string;
+  /** Per click, newline-separated: the start of its line, its IP, its user agent. */
+  heads: string;
+  ips: string;
+  userAgents: string;
+  times: number[];
+  /** The positions of the mobile clicks, whose fingerprints come back. */
+  mobile: number[];
   days: [string, string, number][];
 }
 
@@ -360,19 +428,22 @@ interface ThreadBatch {
 class ClickWriterThread {
   private worker: Worker;
   private nextId = 1;
-  private pending = new Map<number, { resolve: () => void; reject: (err: Error) => void }>();
+  private pending = new Map<
+    number,
+    { resolve: (fingerprints: string[]) => void; reject: (err: Error) => void }
+  >();
 
-  constructor(file: string, onFailure: (err: Error) => void) {
+  constructor(file: string, fingerprintKey: string, onFailure: (err: Error) => void) {
     this.worker = new Worker(new URL('./click-writer.worker.mjs', import.meta.url), {
-      workerData: { file, insertLog: INSERT_LOG, upsertDay: UPSERT_DAY },
+      workerData: { file, insertLog: INSERT_LOG, upsertDay: UPSERT_DAY, fingerprintKey },
     });
     // It keeps the process alive only while a batch is being written.
     this.worker.unref();
-    this.worker.on('message', (m: { id: number; error?: string }) => {
+    this.worker.on('message', (m: { id: number; fingerprints?: string; error?: string }) => {
       const p = this.pending.get(m.id);
       this.pending.delete(m.id);
       if (this.pending.size === 0) this.worker.unref();
-      if (m.error === undefined) p?.resolve();
+      if (m.error === undefined) p?.resolve(m.fingerprints ? m.fingerprints.split('\n') : []);
       else p?.reject(new Error(m.error));
     });
     const fail = (err: Error) => {
@@ -386,7 +457,8 @@ class ClickWriterThread {
     });
   }
 
-  write(batch: ThreadBatch): Promise<void> {
+  /** Resolves with the fingerprints of the batch's mobile clicks, in order. */
+  write(batch: ThreadBatch): Promise<string[]> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       if (this.pending.size === 0) this.worker.ref();

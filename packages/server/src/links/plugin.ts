@@ -3,6 +3,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { Services } from '../app.ts';
 import { CLICK_RETENTION_MS } from './click-log.ts';
 import { ClickRecorder } from './clicks.ts';
+import { fingerprintKey } from './fingerprint.mjs';
 import { publicLinkRoutes } from './redirect.ts';
 import { sdkLinkRoutes } from './routes.ts';
 import { LinkService } from './service.ts';
@@ -17,7 +18,7 @@ const PROJECTS_CHANNEL = 'links:projects';
 export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { svc }) => {
   const defaultHost = new URL(svc.config.publicUrl).host.toLowerCase();
   const directory = new LinkDirectory(svc.store, svc.clock, defaultHost);
-  const clicks = new ClickRecorder(svc.store, svc.state, app.log);
+  const clicks = new ClickRecorder(svc.store, svc.state, fingerprintKey(svc.secret), app.log);
   const service = new LinkService(
     svc.store,
     svc.state,

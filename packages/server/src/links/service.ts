@@ -1,4 +1,4 @@
-import { createHash, createHmac, hash, randomInt } from 'node:crypto';
+import { createHash, randomInt } from 'node:crypto';
 import {
   type CreateLinkBody,
   type DeferredBody,
@@ -22,6 +22,7 @@ import { json, type Store } from '../storage/db.ts';
 import { newClickId } from './click-id.ts';
 import type { ClickRecorder } from './clicks.ts';
 import { destinationAllowed, parseDestination } from './destination.ts';
+import { clickFingerprint, fingerprintKey } from './fingerprint.mjs';
 import type { LinkDirectory, ResolvedLinkSettings } from './settings.ts';
 import type { LinksTable } from './tables.ts';
 import type { Platform } from './user-agent.ts';
@@ -118,9 +119,7 @@ export class LinkService {
     /** `SVC_PUBLIC_URL`: short links on the default host are built from it. */
     private publicUrl: string,
   ) {
-    this.fingerprintKey = createHmac('sha256', secret)
-      .update('svc links click fingerprint v1')
-      .digest('base64url');
+    this.fingerprintKey = fingerprintKey(secret);
   }
 
   /** Subscribes to other nodes' link changes; returns the unsubscribe function. */
@@ -159,15 +158,9 @@ export class LinkService {
     };
   }
 
-  /**
-   * SHA-256 of (server secret, IP, user agent), its first 22 base64url characters (132 bits):
-   * matchable, but without the secret neither reversible to an IP nor comparable across servers.
-   * One-shot `hash()` straight to text rather than an HMAC object or a Buffer: it runs on every
-   * redirect, and no message is authenticated here.
-   */
+  /** A visitor's fingerprint, as clicks carry it (see fingerprint.mjs). */
   fingerprint(ip: string, userAgent: string) {
-    const v4 = ip.startsWith('::ffff:') && ip.includes('.') ? ip.slice(7) : ip.toLowerCase();
-    return hash('sha256', `${this.fingerprintKey}\0${v4}\0${userAgent}`, 'base64url').slice(0, 22);
+    return clickFingerprint(this.fingerprintKey, ip, userAgent);
   }
 
   /** Checks the URLs and sizes of a link's fields against the rules and project settings. */
@@ -393,7 +386,8 @@ export class LinkService {
       link.row.project_id,
       link.row.id,
       platform,
-      this.fingerprint(ip, userAgent),
+      ip,
+      userAgent,
       now,
       matchWindowMs,
     );

@@ -5,6 +5,7 @@ import pino from 'pino';
 import { newClickId } from '../../src/links/click-id.ts';
 import { clickIdTime, findClickLine, MAX_SPAN_MS } from '../../src/links/click-log.ts';
 import { ClickRecorder } from '../../src/links/clicks.ts';
+import { clickFingerprint } from '../../src/links/fingerprint.mjs';
 import { linksMigrations } from '../../src/links/migrations.ts';
 import { MemoryState } from '../../src/state/memory.ts';
 import { openStore, type Store } from '../../src/storage/db.ts';
@@ -37,13 +38,23 @@ const cases: {
 ];
 
 const HOUR = 3_600_000;
+const KEY = 'test-fingerprint-key';
+const UA = 'Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X)\tTab';
+/** The fingerprint of the visitor at `ip` with {@link UA}. */
+const fp = (ip: string) => clickFingerprint(KEY, ip, UA);
 
 for (const c of cases) {
   describe(`click recorder: ${c.name}`, async () => {
     const { store, drop } = await c.open();
     const shared = freshState(c.state);
     const logs = new LogCapture();
-    const recorder = new ClickRecorder(store, shared.state, pino({ level: 'warn' }, logs), 10_000);
+    const recorder = new ClickRecorder(
+      store,
+      shared.state,
+      KEY,
+      pino({ level: 'warn' }, logs),
+      10_000,
+    );
     after(async () => {
       await recorder.close();
       await shared.drop();
@@ -69,21 +80,13 @@ for (const c of cases) {
       n: number,
       at: number,
       linkId = 'lnk_1',
-      fingerprint = (i: number) => `fp${i}`,
+      ip = (i: number) => `10.0.${Math.floor(i / 250)}.${i % 250}`,
     ) => {
       const ids: string[] = [];
       for (let i = 0; i < n; i++) {
         const id = newClickId(at);
         ids.push(id);
-        recorder.record(
-          id,
-          'prj_1',
-          linkId,
-          i % 2 ? 'android' : 'desktop',
-          fingerprint(i),
-          at,
-          HOUR,
-        );
+        recorder.record(id, 'prj_1', linkId, i % 2 ? 'android' : 'desktop', ip(i), UA, at, HOUR);
       }
       return ids;
     };
@@ -99,7 +102,7 @@ for (const c of cases) {
           projectId: 'prj_1',
           linkId: 'lnk_a',
           platform: i % 2 ? 'android' : 'desktop',
-          fingerprint: `fp${i}`,
+          fingerprint: fp(`10.0.0.${i}`),
           ms: at,
         });
         if (i > 20) break;
@@ -124,16 +127,23 @@ for (const c of cases) {
 
     test('mobile clicks are match candidates for their window; desktop clicks are not', async () => {
       const at = Date.parse('2026-06-02T10:00:00.000Z');
-      const ids = record(4, at, 'lnk_b', (i) => `same-${i % 2}`);
+      const ids = record(4, at, 'lnk_b', (i) => `192.0.2.${i % 2}`);
       await recorder.flush();
-      // Odd clicks are android, under fingerprint same-1.
-      const found = await recorder.candidates('prj_1', 'android', 'same-1', at - HOUR);
+      // Odd clicks are android, from 192.0.2.1.
+      const found = await recorder.candidates('prj_1', 'android', fp('192.0.2.1'), at - HOUR);
       assert.deepEqual(new Set(found.map((f) => f.clickId)), new Set([ids[1], ids[3]]));
       assert.ok(found.every((f) => f.linkId === 'lnk_b' && f.ms === at));
-      assert.deepEqual(await recorder.candidates('prj_1', 'android', 'same-0', at - HOUR), []);
-      assert.deepEqual(await recorder.candidates('prj_1', 'ios', 'same-1', at - HOUR), []);
-      assert.deepEqual(await recorder.candidates('prj_2', 'android', 'same-1', at - HOUR), []);
-      assert.deepEqual(await recorder.candidates('prj_1', 'android', 'same-1', at + 1), []);
+      const one = fp('192.0.2.1');
+      assert.deepEqual(
+        await recorder.candidates('prj_1', 'android', fp('192.0.2.0'), at - HOUR),
+        [],
+      );
+      assert.deepEqual(await recorder.candidates('prj_1', 'ios', one, at - HOUR), []);
+      assert.deepEqual(await recorder.candidates('prj_2', 'android', one, at - HOUR), []);
+      assert.deepEqual(await recorder.candidates('prj_1', 'android', one, at + 1), []);
+      // The main thread's fingerprint of a visitor is the one the batch was written with.
+      assert.equal(recorder.fingerprint('::ffff:192.0.2.1', UA), one);
+      assert.equal((await recorder.find(ids[1]))?.fingerprint, one);
     });
 
     test('a batch never spans more than the log allows, so a click is found from its id', async () => {
@@ -176,6 +186,7 @@ for (const c of cases) {
       const closing = new ClickRecorder(
         store,
         shared.state,
+        KEY,
         pino({ level: 'warn' }, shutdownLogs),
         10_000,
       );
@@ -183,7 +194,7 @@ for (const c of cases) {
       try {
         for (let i = 0; i < 5; i++) {
           const now = Date.now();
-          closing.record(newClickId(now), 'prj_1', 'lnk_1', 'ios', 'fp', now, HOUR);
+          closing.record(newClickId(now), 'prj_1', 'lnk_1', 'ios', '192.0.2.9', UA, now, HOUR);
         }
         await closing.close();
         assert.match(shutdownLogs.text, /link clicks dropped at shutdown/);
@@ -200,17 +211,17 @@ test('in-process candidates come back from the log after a restart', async () =>
   const log = pino({ level: 'silent' });
   const at = Date.parse('2026-06-06T10:00:00.000Z');
   try {
-    const before = new ClickRecorder(store, new MemoryState(), log);
+    const before = new ClickRecorder(store, new MemoryState(), KEY, log);
     const recent = newClickId(at);
     const old = newClickId(at - 2 * HOUR);
-    before.record(old, 'prj_1', 'lnk_1', 'ios', 'fp-r', at - 2 * HOUR, HOUR);
-    before.record(recent, 'prj_1', 'lnk_2', 'ios', 'fp-r', at, HOUR);
-    before.record(newClickId(at), 'prj_1', 'lnk_2', 'desktop', 'fp-r', at, HOUR);
+    before.record(old, 'prj_1', 'lnk_1', 'ios', '192.0.2.7', UA, at - 2 * HOUR, HOUR);
+    before.record(recent, 'prj_1', 'lnk_2', 'ios', '192.0.2.7', UA, at, HOUR);
+    before.record(newClickId(at), 'prj_1', 'lnk_2', 'desktop', '192.0.2.7', UA, at, HOUR);
     await before.close();
     const state = new MemoryState();
-    const after = new ClickRecorder(store, state, log);
+    const after = new ClickRecorder(store, state, KEY, log);
     assert.equal(await after.restoreCandidates(at - HOUR, at + 1000, HOUR), 1);
-    assert.deepEqual(await after.candidates('prj_1', 'ios', 'fp-r', at - 3 * HOUR), [
+    assert.deepEqual(await after.candidates('prj_1', 'ios', fp('192.0.2.7'), at - 3 * HOUR), [
       { clickId: recent, linkId: 'lnk_2', ms: at },
     ]);
     await after.close();
@@ -257,7 +268,7 @@ for (const dialect of DIALECTS)
         )
         .execute();
       await linksMigrations['0101_link_click_log'].up(store.db);
-      const recorder = new ClickRecorder(store, new MemoryState(), pino({ level: 'silent' }));
+      const recorder = new ClickRecorder(store, new MemoryState(), KEY, pino({ level: 'silent' }));
       assert.equal((await recorder.find(ids[0]))?.fingerprint, 'fp0');
       assert.equal((await recorder.find(ids[2]))?.ms, t + 2 * MAX_SPAN_MS);
       const claims = await store.db.selectFrom('link_click_claims').selectAll().execute();

@@ -1,0 +1,31 @@
+// @ts-check
+/**
+ * The click fingerprint, shared by the main thread (deferred matching looks a visitor up by it)
+ * and the click writer thread (which computes it for each click of a batch, off the redirect's
+ * path). Plain JavaScript for the writer thread's sake: Node 20 does not hand the TypeScript
+ * loader to worker threads. Types: fingerprint.d.mts.
+ */
+import { createHmac, hash } from 'node:crypto';
+
+/**
+ * The fingerprint key, derived from the server secret so that the secret itself is never hashed
+ * next to user data.
+ * @param {string} secret
+ */
+export function fingerprintKey(secret) {
+  return createHmac('sha256', secret).update('svc links click fingerprint v1').digest('base64url');
+}
+
+/**
+ * SHA-256 of (key, IP, user agent), its first 22 base64url characters (132 bits): matchable, but
+ * without the server secret neither reversible to an IP nor comparable across installations. An
+ * IPv4-mapped IPv6 address counts as its IPv4 address. One-shot `hash()` straight to text rather
+ * than an HMAC object or a Buffer: it runs once per click.
+ * @param {string} key from {@link fingerprintKey}
+ * @param {string} ip
+ * @param {string} userAgent
+ */
+export function clickFingerprint(key, ip, userAgent) {
+  const v4 = ip.startsWith('::ffff:') && ip.includes('.') ? ip.slice(7) : ip.toLowerCase();
+  return hash('sha256', `${key}\0${v4}\0${userAgent}`, 'base64url').slice(0, 22);
+}

@@ -40,7 +40,8 @@ interface MobileClick {
   index: number;
   projectId: string;
   platform: 'android' | 'ios';
-  member: string;
+  id: string;
+  linkId: string;
   ms: number;
   ttlMs: number;
 }
@@ -186,7 +187,8 @@ export class ClickRecorder {
         index: b.heads.length - 1,
         projectId,
         platform,
-        member: `${id} ${linkId}`,
+        id,
+        linkId,
         ms,
         ttlMs: matchWindowMs,
       });
@@ -326,7 +328,7 @@ export class ClickRecorder {
           const fingerprints = await this.writeLog(batch);
           batch.candidates = batch.mobile.map((m, i) => ({
             key: candidateKey(m.projectId, m.platform, fingerprints[i]),
-            member: m.member,
+            member: `${m.id} ${m.linkId}`,
             ms: m.ms,
             ttlMs: m.ttlMs,
           }));

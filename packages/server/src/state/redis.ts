@@ -26,8 +26,8 @@ return {admitted, prev, curr}
 
 // ARGV[1] the key prefix, ARGV[2] the most members per key, ARGV[3] the entries, one per line:
 // key, time (ms), lifetime (ms) and member, tab-separated. Each key is a sorted set scored by
-// time: members older than their lifetime go, the newest ARGV[2] stay, and the key expires
-// with its newest member. One call per batch, whatever its size: the lines are split here.
+// time: members older than their lifetime go, the newest ARGV[2] stay, and the key expires a
+// lifetime after its last write. One call per batch, whatever its size: the lines are split here.
 const REMEMBER = `
 local prefix = ARGV[1]
 local keep = tonumber(ARGV[2])
@@ -35,11 +35,12 @@ for key, ms, ttl, member in string.gmatch(ARGV[3], '([^\\t\\n]+)\\t([^\\t\\n]+)\
   local k = prefix .. key
   local t = tonumber(ms)
   local life = tonumber(ttl)
-  redis.call('ZADD', k, t, member)
-  redis.call('ZREMRANGEBYSCORE', k, '-inf', '(' .. (t - life))
-  redis.call('ZREMRANGEBYRANK', k, 0, -(keep + 1))
-  local left = redis.call('PTTL', k)
-  if left < life then redis.call('PEXPIRE', k, life) end
+  -- Most keys hold one member (one visitor's clicks): trimming is only needed past that.
+  if redis.call('ZADD', k, t, member) == 1 and redis.call('ZCARD', k) > 1 then
+    redis.call('ZREMRANGEBYSCORE', k, '-inf', '(' .. (t - life))
+    redis.call('ZREMRANGEBYRANK', k, 0, -(keep + 1))
+  end
+  redis.call('PEXPIRE', k, life)
 end
 return 0
 `;

@@ -25,7 +25,6 @@ export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { 
     svc.clock,
     directory,
     clicks,
-    svc.secret,
     svc.config.publicUrl,
   );
   svc.projects.registerSettings('links', linkSettingsValidator(svc.store, defaultHost));

@@ -22,7 +22,6 @@ import { json, type Store } from '../storage/db.ts';
 import { newClickId } from './click-id.ts';
 import type { ClickRecorder } from './clicks.ts';
 import { destinationAllowed, parseDestination } from './destination.ts';
-import { clickFingerprint, fingerprintKey } from './fingerprint.mjs';
 import type { LinkDirectory, ResolvedLinkSettings } from './settings.ts';
 import type { LinksTable } from './tables.ts';
 import type { Platform } from './user-agent.ts';
@@ -106,8 +105,6 @@ export interface RedirectLink {
  */
 export class LinkService {
   private cache = new Map<string, { at: number; link: RedirectLink | null }>();
-  /** Derived from the server secret, so the secret itself is never hashed next to user data. */
-  private fingerprintKey: string;
 
   constructor(
     private store: Store,
@@ -115,12 +112,9 @@ export class LinkService {
     private clock: Clock,
     private directory: LinkDirectory,
     private clicks: ClickRecorder,
-    secret: string,
     /** `SVC_PUBLIC_URL`: short links on the default host are built from it. */
     private publicUrl: string,
-  ) {
-    this.fingerprintKey = fingerprintKey(secret);
-  }
+  ) {}
 
   /** Subscribes to other nodes' link changes; returns the unsubscribe function. */
   listen() {
@@ -160,7 +154,7 @@ export class LinkService {
 
   /** A visitor's fingerprint, as clicks carry it (see fingerprint.mjs). */
   fingerprint(ip: string, userAgent: string) {
-    return clickFingerprint(this.fingerprintKey, ip, userAgent);
+    return this.clicks.fingerprint(ip, userAgent);
   }
 
   /** Checks the URLs and sizes of a link's fields against the rules and project settings. */

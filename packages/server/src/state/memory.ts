@@ -124,10 +124,11 @@ export class MemoryState implements SharedState {
 
   async recall(key: string, sinceMs: number, limit: number): Promise<Recalled[]> {
     const found: Recalled[] = [];
-    for (const kept of this.recent.get(key) ?? []) {
-      if (kept.ms >= sinceMs) found.push({ member: kept.member, ms: kept.ms });
+    const list = this.recent.get(key) ?? [];
+    // Latest arrival first, then (a stable sort) newest first by time.
+    for (let i = list.length - 1; i >= 0; i--) {
+      if (list[i].ms >= sinceMs) found.push({ member: list[i].member, ms: list[i].ms });
     }
-    // Newest first by time, whatever order they arrived in.
     return found.sort((a, b) => b.ms - a.ms).slice(0, limit);
   }
 

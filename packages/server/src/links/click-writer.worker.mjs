@@ -14,7 +14,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import SQLite from 'better-sqlite3';
-import { clickFingerprint } from './fingerprint.mjs';
+import { batchRows, clickFingerprint } from './click-batch.mjs';
 
 const port = /** @type {import('node:worker_threads').MessagePort} */ (parentPort);
 const { file, insertLog, upsertDay, fingerprintKey } =
@@ -57,11 +57,12 @@ port.on('message', (/** @type {{ id: number, batch: Batch } | 'close'} */ messag
     const fingerprints = heads.map((_, i) =>
       clickFingerprint(fingerprintKey, ips[i], userAgents[i]),
     );
-    let rows = '';
-    for (let i = 0; i < heads.length; i++) {
-      rows += `${i === 0 ? '' : '\n'}${heads[i]}\t${fingerprints[i]}\t${batch.times[i]}`;
-    }
-    writeBatch(batch.firstMs, batch.lastMs, rows, batch.days);
+    writeBatch(
+      batch.firstMs,
+      batch.lastMs,
+      batchRows(heads, fingerprints, batch.times),
+      batch.days,
+    );
     port.postMessage({
       id: message.id,
       fingerprints: batch.mobile.map((i) => fingerprints[i]).join('\n'),

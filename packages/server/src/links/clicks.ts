@@ -5,6 +5,7 @@ import { CompiledQuery } from 'kysely';
 import type { Recalled, RecentEntry, SharedState } from '../state/index.ts';
 import { RECENT_MAX_PER_KEY } from '../state/state.ts';
 import type { Store } from '../storage/db.ts';
+import { batchRows, clickFingerprint } from './click-batch.mjs';
 import {
   type ClickPlatform,
   candidateKey,
@@ -18,7 +19,6 @@ import {
   parseClickLine,
   UPSERT_DAY,
 } from './click-log.ts';
-import { clickFingerprint } from './fingerprint.mjs';
 
 /** Clicks kept for a retry while the store refuses writes; beyond this, the oldest are dropped. */
 const MAX_PENDING = 100_000;
@@ -81,15 +81,6 @@ function emptyBatch(): Batch {
   };
 }
 
-/** The batch's lines, given each click's fingerprint (see click-log.ts for the format). */
-function batchLines(batch: Batch, fingerprints: string[]): string {
-  let rows = '';
-  for (let i = 0; i < batch.heads.length; i++) {
-    rows += `${i === 0 ? '' : '\n'}${batch.heads[i]}\t${fingerprints[i]}\t${batch.times[i]}`;
-  }
-  return rows;
-}
-
 /** A batch's day counts as rows: link id, `YYYY-MM-DD`, count. */
 function dayRows(batch: Batch): [string, string, number][] {
   return [...batch.counts.values()].map((c) => [c.linkId, dayText(c.day), c.n]);
@@ -130,7 +121,7 @@ export class ClickRecorder {
   private lastCount: DayCount | null = null;
 
   /**
-   * @param fingerprintKey from `fingerprintKey(server secret)` (fingerprint.mjs): each click's
+   * @param fingerprintKey from `fingerprintKey(server secret)` (click-batch.mjs): each click's
    *   fingerprint is computed here, in batches, rather than on the redirect's path.
    */
   constructor(
@@ -357,7 +348,7 @@ export class ClickRecorder {
     const fingerprints = batch.heads.map((_, i) =>
       this.fingerprint(batch.ips[i], batch.userAgents[i]),
     );
-    const rows = batchLines(batch, fingerprints);
+    const rows = batchRows(batch.heads, fingerprints, batch.times);
     if (this.store.sqlite) this.writeSqlite(batch, rows);
     else await this.writePostgres(batch, rows);
     return batch.mobile.map((m) => fingerprints[m.index]);

@@ -1,9 +1,9 @@
 import { LINK_DEFAULT_DEFERRED_WINDOW_SECONDS } from '@svc/protocol';
 import type { FastifyPluginAsync } from 'fastify';
 import type { Services } from '../app.ts';
+import { fingerprintKey } from './click-batch.mjs';
 import { CLICK_RETENTION_MS } from './click-log.ts';
 import { ClickRecorder } from './clicks.ts';
-import { fingerprintKey } from './fingerprint.mjs';
 import { publicLinkRoutes } from './redirect.ts';
 import { sdkLinkRoutes } from './routes.ts';
 import { LinkService } from './service.ts';

@@ -152,7 +152,7 @@ export class LinkService {
     };
   }
 
-  /** A visitor's fingerprint, as clicks carry it (see fingerprint.mjs). */
+  /** A visitor's fingerprint, as clicks carry it (see click-batch.mjs). */
   fingerprint(ip: string, userAgent: string) {
     return this.clicks.fingerprint(ip, userAgent);
   }

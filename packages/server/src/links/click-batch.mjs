@@ -29,3 +29,19 @@ export function clickFingerprint(key, ip, userAgent) {
   const v4 = ip.startsWith('::ffff:') && ip.includes('.') ? ip.slice(7) : ip.toLowerCase();
   return hash('sha256', `${key}\0${v4}\0${userAgent}`, 'base64url').slice(0, 22);
 }
+
+/**
+ * A batch's `link_click_log` text: per click, its head (`id`, `project_id`, `link_id`,
+ * `platform`), its fingerprint and its time in ms, tab-separated; one line per click (see
+ * click-log.ts).
+ * @param {string[]} heads
+ * @param {string[]} fingerprints
+ * @param {number[]} times
+ */
+export function batchRows(heads, fingerprints, times) {
+  let rows = '';
+  for (let i = 0; i < heads.length; i++) {
+    rows += `${i === 0 ? '' : '\n'}${heads[i]}\t${fingerprints[i]}\t${times[i]}`;
+  }
+  return rows;
+}

@@ -3,7 +3,7 @@
  * The click fingerprint, shared by the main thread (deferred matching looks a visitor up by it)
  * and the click writer thread (which computes it for each click of a batch, off the redirect's
  * path). Plain JavaScript for the writer thread's sake: Node 20 does not hand the TypeScript
- * loader to worker threads. Types: fingerprint.d.mts.
+ * loader to worker threads. Types: click-batch.d.mts.
  */
 import { createHmac, hash } from 'node:crypto';
 
@@ -44,4 +44,34 @@ export function batchRows(heads, fingerprints, times) {
     rows += `${i === 0 ? '' : '\n'}${heads[i]}\t${fingerprints[i]}\t${times[i]}`;
   }
   return rows;
+}
+
+/**
+ * The deferred-match candidate key of a mobile click (see `SharedState.remember`).
+ * @param {string} projectId
+ * @param {string} platform
+ * @param {string} fingerprint
+ */
+export function candidateKey(projectId, platform, fingerprint) {
+  return `links:fp:${projectId}:${platform}:${fingerprint}`;
+}
+
+/**
+ * A batch's mobile clicks as deferred-match candidates, packed as `SharedState.remember` takes
+ * them: per click, its candidate key, time, lifetime and `clickId linkId`, tab-separated, one
+ * line each.
+ * @param {string[]} heads see {@link batchRows}
+ * @param {string[]} fingerprints
+ * @param {number[]} times
+ * @param {number[]} mobile the positions of the mobile clicks in the batch
+ * @param {number[]} lifetimes how long each of them stays a candidate (ms)
+ */
+export function candidateLines(heads, fingerprints, times, mobile, lifetimes) {
+  let packed = '';
+  for (let j = 0; j < mobile.length; j++) {
+    const i = mobile[j];
+    const [id, projectId, linkId, platform] = heads[i].split('\t');
+    packed += `${candidateKey(projectId, platform, fingerprints[i])}\t${times[i]}\t${lifetimes[j]}\t${id} ${linkId}\n`;
+  }
+  return packed;
 }

@@ -81,11 +81,6 @@ export function dayText(day: number) {
   return new Date(day * DAY_MS).toISOString().slice(0, 10);
 }
 
-/** The deferred-match candidate key of a mobile click (see `SharedState.remember`). */
-export function candidateKey(projectId: string, platform: string, fingerprint: string) {
-  return `links:fp:${projectId}:${platform}:${fingerprint}`;
-}
-
 /** Statements shared by the in-process writer and the writer thread (SQLite and PostgreSQL). */
 export const INSERT_LOG = 'insert into link_click_log (first_ms, last_ms, clicks) values (?, ?, ?)';
 export const UPSERT_DAY =

@@ -9,12 +9,12 @@
  *
  * workerData: `{ file, insertLog, upsertDay, fingerprintKey }`.
  * In: `{ id, batch }` (see `ThreadBatch` in clicks.ts), or `'close'`.
- * Out: `{ id, fingerprints }` once written (the mobile clicks' fingerprints, newline-separated),
- * or `{ id, error }`.
+ * Out: `{ id, candidates }` once written (the mobile clicks as match candidates, packed for
+ * `SharedState.remember`), or `{ id, error }`.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import SQLite from 'better-sqlite3';
-import { batchRows, clickFingerprint } from './click-batch.mjs';
+import { batchRows, candidateLines, clickFingerprint } from './click-batch.mjs';
 
 const port = /** @type {import('node:worker_threads').MessagePort} */ (parentPort);
 const { file, insertLog, upsertDay, fingerprintKey } =
@@ -40,7 +40,7 @@ const writeBatch = db.transaction(
 
 /**
  * @typedef {{ firstMs: number, lastMs: number, heads: string, ips: string, userAgents: string,
- *   times: number[], mobile: number[], days: [string, string, number][] }} Batch
+ *   times: number[], mobile: number[], lifetimes: number[], days: [string, string, number][] }} Batch
  */
 
 port.on('message', (/** @type {{ id: number, batch: Batch } | 'close'} */ message) => {
@@ -65,7 +65,7 @@ port.on('message', (/** @type {{ id: number, batch: Batch } | 'close'} */ messag
     );
     port.postMessage({
       id: message.id,
-      fingerprints: batch.mobile.map((i) => fingerprints[i]).join('\n'),
+      candidates: candidateLines(heads, fingerprints, batch.times, batch.mobile, batch.lifetimes),
     });
   } catch (err) {
     port.postMessage({ id: message.id, error: String(err) });

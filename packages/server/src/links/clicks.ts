@@ -2,13 +2,12 @@ import { Worker } from 'node:worker_threads';
 import type { Statement } from 'better-sqlite3';
 import type { FastifyBaseLogger } from 'fastify';
 import { CompiledQuery } from 'kysely';
-import type { Recalled, RecentEntry, SharedState } from '../state/index.ts';
+import { packRecent, type Recalled, type RecentEntry, type SharedState } from '../state/index.ts';
 import { RECENT_MAX_PER_KEY } from '../state/state.ts';
 import type { Store } from '../storage/db.ts';
-import { batchRows, clickFingerprint } from './click-batch.mjs';
+import { batchRows, candidateKey, candidateLines, clickFingerprint } from './click-batch.mjs';
 import {
   type ClickPlatform,
-  candidateKey,
   clickIdTime,
   DAY_MS,
   dayText,
@@ -34,18 +33,6 @@ interface DayCount {
   n: number;
 }
 
-/** A mobile click of a batch: a match candidate once its fingerprint is known. */
-interface MobileClick {
-  /** Its position in the batch. */
-  index: number;
-  projectId: string;
-  platform: 'android' | 'ios';
-  id: string;
-  linkId: string;
-  ms: number;
-  ttlMs: number;
-}
-
 /**
  * Clicks on their way to the store: one log row, its day counts and its match candidates. A
  * click is kept as it came (the start of its line, IP, user agent, time); its fingerprint is
@@ -57,12 +44,15 @@ interface Batch {
   ips: string[];
   userAgents: string[];
   times: number[];
-  mobile: MobileClick[];
+  /** The positions of its mobile clicks (match candidates once their fingerprint is known). */
+  mobile: number[];
+  /** How long each mobile click stays a candidate: its project's match window (ms). */
+  lifetimes: number[];
   firstMs: number;
   lastMs: number;
   counts: Map<string, DayCount>;
-  /** Set once the batch is logged (the fingerprints are known then). */
-  candidates: RecentEntry[] | null;
+  /** Its candidates, packed for `SharedState.remember`: set once the batch is logged. */
+  candidates: string | null;
   remembered: boolean;
 }
 
@@ -73,6 +63,7 @@ function emptyBatch(): Batch {
     userAgents: [],
     times: [],
     mobile: [],
+    lifetimes: [],
     firstMs: Number.POSITIVE_INFINITY,
     lastMs: Number.NEGATIVE_INFINITY,
     counts: new Map(),
@@ -174,15 +165,8 @@ export class ClickRecorder {
     }
     count.n++;
     if (platform === 'android' || platform === 'ios') {
-      b.mobile.push({
-        index: b.heads.length - 1,
-        projectId,
-        platform,
-        id,
-        linkId,
-        ms,
-        ttlMs: matchWindowMs,
-      });
+      b.mobile.push(b.heads.length - 1);
+      b.lifetimes.push(matchWindowMs);
     }
     if (b.heads.length >= this.maxBatch) void this.flush();
     else this.timer ??= setTimeout(() => void this.flush(), this.maxDelayMs);
@@ -276,7 +260,7 @@ export class ClickRecorder {
       }
     }
     entries.sort((a, b) => a.ms - b.ms);
-    await this.state.remember(entries, nowMs);
+    await this.state.remember(packRecent(entries), nowMs);
     return entries.length;
   }
 
@@ -315,15 +299,7 @@ export class ClickRecorder {
     while (this.pending.length > 0) {
       const batch = this.pending[0];
       try {
-        if (batch.candidates === null) {
-          const fingerprints = await this.writeLog(batch);
-          batch.candidates = batch.mobile.map((m, i) => ({
-            key: candidateKey(m.projectId, m.platform, fingerprints[i]),
-            member: `${m.id} ${m.linkId}`,
-            ms: m.ms,
-            ttlMs: m.ttlMs,
-          }));
-        }
+        batch.candidates ??= await this.writeLog(batch);
         if (!batch.remembered) {
           await this.state.remember(batch.candidates, batch.lastMs);
           batch.remembered = true;
@@ -342,8 +318,8 @@ export class ClickRecorder {
     }
   }
 
-  /** Writes the batch's log row and day counts; returns its mobile clicks' fingerprints. */
-  private async writeLog(batch: Batch): Promise<string[]> {
+  /** Writes the batch's log row and day counts; returns its candidates, packed. */
+  private async writeLog(batch: Batch): Promise<string> {
     if (this.useThread) return this.writeInThread(batch);
     const fingerprints = batch.heads.map((_, i) =>
       this.fingerprint(batch.ips[i], batch.userAgents[i]),
@@ -351,10 +327,10 @@ export class ClickRecorder {
     const rows = batchRows(batch.heads, fingerprints, batch.times);
     if (this.store.sqlite) this.writeSqlite(batch, rows);
     else await this.writePostgres(batch, rows);
-    return batch.mobile.map((m) => fingerprints[m.index]);
+    return candidateLines(batch.heads, fingerprints, batch.times, batch.mobile, batch.lifetimes);
   }
 
-  private async writeInThread(batch: Batch): Promise<string[]> {
+  private async writeInThread(batch: Batch): Promise<string> {
     if (!this.writer) {
       this.writer = new ClickWriterThread(this.store.sqlite!.name, this.fingerprintKey, (err) => {
         // The thread could not start or died: write in process from now on.
@@ -370,7 +346,8 @@ export class ClickRecorder {
       ips: batch.ips.join('\n'),
       userAgents: batch.userAgents.join('\n'),
       times: batch.times,
-      mobile: batch.mobile.map((m) => m.index),
+      mobile: batch.mobile,
+      lifetimes: batch.lifetimes,
       days: dayRows(batch),
     });
   }
@@ -412,8 +389,9 @@ interface ThreadBatch {
   ips: string;
   userAgents: string;
   times: number[];
-  /** The positions of the mobile clicks, whose fingerprints come back. */
+  /** The positions of the mobile clicks, and how long each stays a match candidate (ms). */
   mobile: number[];
+  lifetimes: number[];
   days: [string, string, number][];
 }
 
@@ -423,7 +401,7 @@ class ClickWriterThread {
   private nextId = 1;
   private pending = new Map<
     number,
-    { resolve: (fingerprints: string[]) => void; reject: (err: Error) => void }
+    { resolve: (candidates: string) => void; reject: (err: Error) => void }
   >();
 
   constructor(file: string, fingerprintKey: string, onFailure: (err: Error) => void) {
@@ -432,11 +410,11 @@ class ClickWriterThread {
     });
     // It keeps the process alive only while a batch is being written.
     this.worker.unref();
-    this.worker.on('message', (m: { id: number; fingerprints?: string; error?: string }) => {
+    this.worker.on('message', (m: { id: number; candidates?: string; error?: string }) => {
       const p = this.pending.get(m.id);
       this.pending.delete(m.id);
       if (this.pending.size === 0) this.worker.unref();
-      if (m.error === undefined) p?.resolve(m.fingerprints ? m.fingerprints.split('\n') : []);
+      if (m.error === undefined) p?.resolve(m.candidates ?? '');
       else p?.reject(new Error(m.error));
     });
     const fail = (err: Error) => {
@@ -450,8 +428,8 @@ class ClickWriterThread {
     });
   }
 
-  /** Resolves with the fingerprints of the batch's mobile clicks, in order. */
-  write(batch: ThreadBatch): Promise<string[]> {
+  /** Resolves with the batch's match candidates, packed for `SharedState.remember`. */
+  write(batch: ThreadBatch): Promise<string> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       if (this.pending.size === 0) this.worker.ref();

@@ -1,22 +1,13 @@
 import { EventEmitter } from 'node:events';
+import { RecentRing } from './recent.ts';
 import {
   type RateLimitResult,
-  RECENT_MAX_PER_KEY,
   type Recalled,
-  type RecentEntry,
   type SharedState,
   slidingWindowResult,
 } from './state.ts';
 
-/** A remembered entry as kept here. */
-interface Kept {
-  key: string;
-  member: string;
-  ms: number;
-  expiresMs: number;
-}
-
-/** Entries remembered at most, by default (about 200 bytes each). */
+/** Entries remembered at most, by default (about 100 bytes each). */
 export const MEMORY_MAX_REMEMBERED = 1_000_000;
 
 interface Window {
@@ -32,14 +23,12 @@ export class MemoryState implements SharedState {
   private windows = new Map<number, Map<string, Window>>();
   private bus = new EventEmitter().setMaxListeners(0);
   private sweeper: NodeJS.Timeout;
-  /** Remembered entries by key, oldest first. */
-  private recent = new Map<string, Kept[]>();
-  /** Every remembered entry in the order it came, for forgetting oldest first. */
-  private arrivals: Kept[] = [];
-  private arrivalsHead = 0;
+  /** What `remember` keeps (see recent.ts). */
+  private recent: RecentRing;
 
   /** @param maxRemembered how many `remember` entries are kept at most (oldest dropped first). */
-  constructor(private maxRemembered = MEMORY_MAX_REMEMBERED) {
+  constructor(maxRemembered = MEMORY_MAX_REMEMBERED) {
+    this.recent = new RecentRing(maxRemembered);
     // Drop counters that can no longer affect a decision, so memory stays bounded.
     this.sweeper = setInterval(() => this.sweep(Date.now()), 60_000).unref();
   }
@@ -74,62 +63,12 @@ export class MemoryState implements SharedState {
     }
   }
 
-  remember(entries: RecentEntry[], nowMs: number): void {
-    for (const e of entries) {
-      const kept: Kept = { key: e.key, member: e.member, ms: e.ms, expiresMs: e.ms + e.ttlMs };
-      let list = this.recent.get(e.key);
-      if (list === undefined) {
-        list = [];
-        this.recent.set(e.key, list);
-      }
-      if (list.length > 0 && list.some((k) => k.expiresMs <= nowMs)) {
-        // As on Redis: writing a key drops its expired members.
-        list = list.filter((k) => k.expiresMs > nowMs);
-        this.recent.set(e.key, list);
-      }
-      list.push(kept);
-      if (list.length > RECENT_MAX_PER_KEY) list.shift();
-      this.arrivals.push(kept);
-    }
-    this.forget(nowMs);
-  }
-
-  /**
-   * Forgets, oldest arrival first, what has expired or is beyond the bound. An entry that lives
-   * longer than one that came after it waits for it: lifetimes are a lower bound on memory, the
-   * count is the upper one.
-   */
-  private forget(nowMs: number) {
-    const arrivals = this.arrivals;
-    let head = this.arrivalsHead;
-    while (
-      head < arrivals.length &&
-      (arrivals[head].expiresMs <= nowMs || arrivals.length - head > this.maxRemembered)
-    ) {
-      const kept = arrivals[head++];
-      const list = this.recent.get(kept.key);
-      const at = list ? list.indexOf(kept) : -1;
-      if (list && at !== -1) {
-        list.splice(at, 1);
-        if (list.length === 0) this.recent.delete(kept.key);
-      }
-    }
-    // Compact once the forgotten prefix is large, so the array does not grow without end.
-    if (head > 4096 && head * 2 > arrivals.length) {
-      this.arrivals = arrivals.slice(head);
-      head = 0;
-    }
-    this.arrivalsHead = head;
+  remember(packed: string, nowMs: number): void {
+    this.recent.remember(packed, nowMs);
   }
 
   async recall(key: string, sinceMs: number, limit: number): Promise<Recalled[]> {
-    const found: Recalled[] = [];
-    const list = this.recent.get(key) ?? [];
-    // Latest arrival first, then (a stable sort) newest first by time.
-    for (let i = list.length - 1; i >= 0; i--) {
-      if (list[i].ms >= sinceMs) found.push({ member: list[i].member, ms: list[i].ms });
-    }
-    return found.sort((a, b) => b.ms - a.ms).slice(0, limit);
+    return this.recent.recall(key, sinceMs, limit);
   }
 
   async publish(channel: string, message: string) {
@@ -152,7 +91,5 @@ export class MemoryState implements SharedState {
     clearInterval(this.sweeper);
     this.bus.removeAllListeners();
     this.recent.clear();
-    this.arrivals = [];
-    this.arrivalsHead = 0;
   }
 }

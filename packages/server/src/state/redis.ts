@@ -3,7 +3,6 @@ import {
   type RateLimitResult,
   RECENT_MAX_PER_KEY,
   type Recalled,
-  type RecentEntry,
   type SharedState,
   slidingWindowResult,
 } from './state.ts';
@@ -159,11 +158,9 @@ export class RedisState implements SharedState {
     }
   }
 
-  async remember(entries: RecentEntry[], _nowMs: number): Promise<void> {
-    if (entries.length === 0) return;
-    let lines = '';
-    for (const e of entries) lines += `${e.key}\t${e.ms}\t${e.ttlMs}\t${e.member}\n`;
-    await this.client.svcRemember(this.prefix, RECENT_MAX_PER_KEY, lines);
+  async remember(packed: string, _nowMs: number): Promise<void> {
+    if (packed.length === 0) return;
+    await this.client.svcRemember(this.prefix, RECENT_MAX_PER_KEY, packed);
   }
 
   async recall(key: string, sinceMs: number, limit: number): Promise<Recalled[]> {

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { MemoryState } from '../../src/state/memory.ts';
-import { RECENT_MAX_PER_KEY } from '../../src/state/state.ts';
+import { RecentRing } from '../../src/state/recent.ts';
+import { packRecent, RECENT_MAX_PER_KEY } from '../../src/state/state.ts';
 import { freshState, REDIS_URL } from '../helpers.ts';
 
 const KINDS = ['memory', ...(REDIS_URL ? ['redis' as const] : [])] as const;
@@ -74,12 +75,12 @@ for (const kind of KINDS) {
     test('remembered members come back newest first, within the asked time, per key', async () => {
       const hour = 3_600_000;
       await state.remember(
-        [
+        packRecent([
           { key: 'fp:a', member: 'clk_1 lnk_1', ms: t0, ttlMs: hour },
           { key: 'fp:a', member: 'clk_3 lnk_1', ms: t0 + 3000, ttlMs: hour },
           { key: 'fp:a', member: 'clk_2 lnk_2', ms: t0 + 2000, ttlMs: hour },
           { key: 'fp:b', member: 'clk_4 lnk_1', ms: t0 + 1000, ttlMs: hour },
-        ],
+        ]),
         t0 + 3000,
       );
       assert.deepEqual(await state.recall('fp:a', t0 + 1000, 5), [
@@ -95,7 +96,7 @@ for (const kind of KINDS) {
       assert.deepEqual(await state.recall('fp:none', t0, 5), []);
       // Members older than their lifetime go when the key is next written.
       await state.remember(
-        [{ key: 'fp:a', member: 'clk_5 lnk_1', ms: t0 + hour + 2500, ttlMs: hour }],
+        packRecent([{ key: 'fp:a', member: 'clk_5 lnk_1', ms: t0 + hour + 2500, ttlMs: hour }]),
         t0 + hour + 2500,
       );
       assert.deepEqual(
@@ -111,7 +112,7 @@ for (const kind of KINDS) {
         ms: t0 + i,
         ttlMs: 60_000,
       }));
-      await state.remember(entries, t0 + entries.length);
+      await state.remember(packRecent(entries), t0 + entries.length);
       const kept = await state.recall('fp:many', 0, 1000);
       assert.equal(kept.length, RECENT_MAX_PER_KEY);
       assert.equal(kept[0].member, `clk_${entries.length - 1}`);
@@ -126,7 +127,7 @@ test('in process, remembered entries are bounded: the oldest are forgotten first
     const t = Date.parse('2026-06-01T00:00:00.000Z');
     const day = 86_400_000;
     const entry = (i: number) => ({ key: `k${i % 2}`, member: `m${i}`, ms: t + i, ttlMs: day });
-    await state.remember([0, 1, 2, 3, 4].map(entry), t + 5);
+    await state.remember(packRecent([0, 1, 2, 3, 4].map(entry)), t + 5);
     assert.deepEqual(
       (await state.recall('k0', 0, 10)).map((r) => r.member),
       ['m4', 'm2'],
@@ -136,7 +137,7 @@ test('in process, remembered entries are bounded: the oldest are forgotten first
       ['m3'],
     );
     // Expired entries are forgotten on the next write, even under the bound.
-    await state.remember([entry(5)], t + day + 3);
+    await state.remember(packRecent([entry(5)]), t + day + 3);
     assert.deepEqual(
       (await state.recall('k0', 0, 10)).map((r) => r.member),
       ['m4'],
@@ -148,6 +149,64 @@ test('in process, remembered entries are bounded: the oldest are forgotten first
   } finally {
     await state.close();
   }
+});
+
+test('in process, entries survive the ring growing and wrapping, each under its own key', () => {
+  const t = Date.parse('2026-06-01T00:00:00.000Z');
+  const ring = new RecentRing(3000);
+  const keys = 700;
+  // 5000 entries through a ring bounded to 3000: it grows (1024, 2048, 3000), then wraps.
+  for (let i = 0; i < 5000; i += 100) {
+    const entries = Array.from({ length: 100 }, (_, j) => ({
+      key: `links:fp:prj_1:android:${(i + j) % keys}`,
+      member: `clk_${i + j} lnk_${(i + j) % 3}`,
+      ms: t + i + j,
+      ttlMs: 3_600_000,
+    }));
+    ring.remember(packRecent(entries), t + i + 100);
+  }
+  assert.equal(ring.size, 3000);
+  for (const k of [0, 1, 299, 699]) {
+    const expected = [];
+    for (let n = 4999; n >= 2000; n--) if (n % keys === k) expected.push(`clk_${n} lnk_${n % 3}`);
+    const got = ring.recall(`links:fp:prj_1:android:${k}`, 0, 100);
+    assert.deepEqual(
+      got.map((r) => r.member),
+      expected,
+    );
+    assert.equal(got[0].ms, t + Number(expected[0].split(' ')[0].slice(4)));
+  }
+  assert.deepEqual(ring.recall('links:fp:prj_1:android:700', 0, 10), []);
+});
+
+test('in process, long and non-Latin-1 members come back whole; equal times come latest first', () => {
+  const ring = new RecentRing(10);
+  const long = 'x'.repeat(200);
+  ring.remember(
+    packRecent([
+      { key: 'k', member: long, ms: 5, ttlMs: 100 },
+      { key: 'k', member: 'café ☕', ms: 5, ttlMs: 100 },
+      { key: 'k', member: 'short', ms: 4, ttlMs: 100 },
+    ]),
+    5,
+  );
+  assert.deepEqual(ring.recall('k', 0, 10), [
+    { member: 'café ☕', ms: 5 },
+    { member: long, ms: 5 },
+    { member: 'short', ms: 4 },
+  ]);
+  // Expired as of the latest write: no longer recalled, and forgotten.
+  ring.remember(packRecent([{ key: 'other', member: 'o', ms: 105, ttlMs: 100 }]), 105);
+  assert.deepEqual(ring.recall('k', 0, 10), []);
+  assert.equal(ring.size, 1);
+});
+
+test('in process, a malformed packed entry is refused', () => {
+  const ring = new RecentRing(10);
+  for (const bad of ['k\t1\t2\n', 'k\tx\t2\tm\n', 'k\t1\t-2\tm\n', 'k\t\t2\tm\n']) {
+    assert.throws(() => ring.remember(bad, 1), /malformed entry/);
+  }
+  assert.throws(() => new RecentRing(0), RangeError);
 });
 
 test('a second Redis state with the same prefix sees the same counters and messages', {

@@ -1,0 +1,247 @@
+import { RECENT_MAX_PER_KEY, type Recalled } from './state.ts';
+
+/** Members up to this many bytes are kept inline (a click candidate's is 61). */
+const INLINE_MEMBER = 64;
+const FIRST_CAPACITY = 1024;
+
+/**
+ * The in-process store behind `SharedState.remember` / `recall`: remembered entries in arrival
+ * order in a ring of typed arrays, found through a map from each key's hash to its newest entry,
+ * each entry pointing to the previous one under the same hash.
+ *
+ * Why not an object per entry: a deferred-match candidate lives for the project's window (an
+ * hour by default), so under load every entry outlives the young generation; objects, strings
+ * and lists per entry made the garbage collector copy and mark each of them, on the thread that
+ * answers redirects. Here an entry is a few numbers and its member's bytes: the ring grows by
+ * doubling up to its bound and the collector sees a handful of arrays, whatever the count.
+ *
+ * A key is kept as a 64-bit hash, not as text: two keys with the same hash would share their
+ * members. Keys here hold a keyed SHA-256 fingerprint, so that is as likely as guessing it.
+ */
+export class RecentRing {
+  private capacity = 0;
+  /** Sequence numbers: the oldest entry kept, and the next one to be written. */
+  private head = 0;
+  private tail = 0;
+  private hashHi = new Uint32Array(0);
+  private hashLo = new Uint32Array(0);
+  private times = new Float64Array(0);
+  private expires = new Float64Array(0);
+  /** The previous entry with the same bucket, as a sequence number (-1: none). */
+  private prev = new Float64Array(0);
+  private memberLength = new Uint8Array(0);
+  private members = Buffer.alloc(0);
+  /** Members that do not fit inline (longer, or not Latin-1), by sequence number. */
+  private long = new Map<number, string>();
+  /** The newest entry of each bucket (30 bits of the key's hash, a small integer). */
+  private newest = new Map<number, number>();
+  /** The `nowMs` of the latest write: entries expired by then are not recalled. */
+  private now = Number.NEGATIVE_INFINITY;
+
+  /** @param max how many entries are kept at most (the oldest are forgotten first). */
+  constructor(private max: number) {
+    if (!(max >= 1)) throw new RangeError('the bound must be at least 1');
+  }
+
+  get size() {
+    return this.tail - this.head;
+  }
+
+  /**
+   * Remembers the entries of `packed`: one per line, `key`, time (ms), lifetime (ms) and member,
+   * tab-separated (see `SharedState.remember`). Then forgets what has expired by `nowMs` or is
+   * beyond the bound, oldest arrival first.
+   */
+  remember(packed: string, nowMs: number) {
+    this.now = nowMs;
+    let at = 0;
+    const end = packed.length;
+    while (at < end) {
+      let newline = packed.indexOf('\n', at);
+      if (newline === -1) newline = end;
+      const tab1 = packed.indexOf('\t', at);
+      const tab2 = packed.indexOf('\t', tab1 + 1);
+      const tab3 = packed.indexOf('\t', tab2 + 1);
+      if (tab1 === -1 || tab3 === -1 || tab3 > newline) throw new Error('malformed entry');
+      const ms = digits(packed, tab1 + 1, tab2);
+      const ttl = digits(packed, tab2 + 1, tab3);
+      this.add(packed, at, tab1, ms, ms + ttl, tab3 + 1, newline);
+      at = newline + 1;
+    }
+    this.forget(nowMs);
+  }
+
+  /** A key's members whose time is at least `sinceMs`, newest first, at most `limit`. */
+  recall(key: string, sinceMs: number, limit: number): Recalled[] {
+    const lo = hash64(key, 0, key.length);
+    const hi = hashHigh;
+    const found: Recalled[] = [];
+    let kept = 0;
+    let seq = this.newest.get(lo & BUCKET) ?? -1;
+    // Latest arrival first; the newest RECENT_MAX_PER_KEY arrivals of the key are its members.
+    while (seq >= this.head && kept < RECENT_MAX_PER_KEY) {
+      const slot = seq % this.capacity;
+      if (this.hashHi[slot] === hi && this.hashLo[slot] === lo) {
+        kept++;
+        if (this.times[slot] >= sinceMs && this.expires[slot] > this.now) {
+          found.push({ member: this.member(seq, slot), ms: this.times[slot] });
+        }
+      }
+      seq = this.prev[slot];
+    }
+    // Newest first by time; a stable sort keeps the latest arrival first among equal times.
+    return found.sort((a, b) => b.ms - a.ms).slice(0, limit);
+  }
+
+  clear() {
+    this.capacity = 0;
+    this.head = this.tail = 0;
+    this.hashHi = new Uint32Array(0);
+    this.hashLo = new Uint32Array(0);
+    this.times = new Float64Array(0);
+    this.expires = new Float64Array(0);
+    this.prev = new Float64Array(0);
+    this.memberLength = new Uint8Array(0);
+    this.members = Buffer.alloc(0);
+    this.long.clear();
+    this.newest.clear();
+  }
+
+  /** Adds one entry: its key is `text[keyStart, keyEnd)`, its member `text[memberStart, memberEnd)`. */
+  private add(
+    text: string,
+    keyStart: number,
+    keyEnd: number,
+    ms: number,
+    expiresMs: number,
+    memberStart: number,
+    memberEnd: number,
+  ) {
+    if (this.size === this.capacity) {
+      if (this.capacity < this.max) this.grow();
+      else this.drop();
+    }
+    const seq = this.tail++;
+    const slot = seq % this.capacity;
+    const lo = hash64(text, keyStart, keyEnd);
+    const bucket = lo & BUCKET;
+    this.hashHi[slot] = hashHigh;
+    this.hashLo[slot] = lo;
+    this.times[slot] = ms;
+    this.expires[slot] = expiresMs;
+    this.prev[slot] = this.newest.get(bucket) ?? -1;
+    this.newest.set(bucket, seq);
+    const length = memberEnd - memberStart;
+    let inline = length <= INLINE_MEMBER;
+    const base = slot * INLINE_MEMBER;
+    for (let i = 0; inline && i < length; i++) {
+      const c = text.charCodeAt(memberStart + i);
+      if (c > 0xff) inline = false;
+      else this.members[base + i] = c;
+    }
+    if (inline) this.memberLength[slot] = length;
+    else this.long.set(seq, text.slice(memberStart, memberEnd));
+  }
+
+  private member(seq: number, slot: number): string {
+    const long = this.long.get(seq);
+    if (long !== undefined) return long;
+    const base = slot * INLINE_MEMBER;
+    return this.members.toString('latin1', base, base + this.memberLength[slot]);
+  }
+
+  /**
+   * Forgets, oldest arrival first, what has expired or is beyond the bound. An entry that lives
+   * longer than one that came after it holds the later one's room until it goes (it is no longer
+   * recalled meanwhile): lifetimes are a lower bound on memory, the count is the upper one.
+   */
+  private forget(nowMs: number) {
+    while (this.size > 0 && this.expires[this.head % this.capacity] <= nowMs) this.drop();
+  }
+
+  /** Forgets the oldest entry. */
+  private drop() {
+    const seq = this.head++;
+    const bucket = this.hashLo[seq % this.capacity] & BUCKET;
+    if (this.newest.get(bucket) === seq) this.newest.delete(bucket);
+    if (this.long.size > 0) this.long.delete(seq);
+  }
+
+  /** Doubles the ring (up to the bound), keeping every entry. */
+  private grow() {
+    const capacity = Math.min(this.max, Math.max(FIRST_CAPACITY, this.capacity * 2));
+    const hashHi = new Uint32Array(capacity);
+    const hashLo = new Uint32Array(capacity);
+    const times = new Float64Array(capacity);
+    const expires = new Float64Array(capacity);
+    const prev = new Float64Array(capacity);
+    const memberLength = new Uint8Array(capacity);
+    const members = Buffer.allocUnsafe(capacity * INLINE_MEMBER);
+    for (let seq = this.head; seq < this.tail; seq++) {
+      const from = seq % this.capacity;
+      const to = seq % capacity;
+      hashHi[to] = this.hashHi[from];
+      hashLo[to] = this.hashLo[from];
+      times[to] = this.times[from];
+      expires[to] = this.expires[from];
+      prev[to] = this.prev[from];
+      memberLength[to] = this.memberLength[from];
+      this.members.copy(
+        members,
+        to * INLINE_MEMBER,
+        from * INLINE_MEMBER,
+        from * INLINE_MEMBER + this.memberLength[from],
+      );
+    }
+    this.capacity = capacity;
+    this.hashHi = hashHi;
+    this.hashLo = hashLo;
+    this.times = times;
+    this.expires = expires;
+    this.prev = prev;
+    this.memberLength = memberLength;
+    this.members = members;
+  }
+}
+
+const BUCKET = 0x3fffffff;
+/** The high half of the last {@link hash64}. */
+let hashHigh = 0;
+
+/**
+ * A 64-bit hash of `text[start, end)` as two 32-bit halves, from two FNV-1a lanes with different
+ * seeds and multipliers, each through Murmur3's finaliser: returns the low half, leaves the high
+ * half in `hashHigh` (no allocation per entry).
+ */
+function hash64(text: string, start: number, end: number): number {
+  let a = 0x811c9dc5;
+  let b = 0x9747b28c;
+  for (let i = start; i < end; i++) {
+    const c = text.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x5bd1e995);
+  }
+  hashHigh = finish(b);
+  return finish(a);
+}
+
+function finish(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/** The non-negative integer written in `text[start, end)`. */
+function digits(text: string, start: number, end: number): number {
+  if (start >= end) throw new Error('malformed entry');
+  let n = 0;
+  for (let i = start; i < end; i++) {
+    const d = text.charCodeAt(i) - 48;
+    if (d < 0 || d > 9) throw new Error('malformed entry');
+    n = n * 10 + d;
+  }
+  return n;
+}

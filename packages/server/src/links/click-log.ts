@@ -76,11 +76,6 @@ export function clickIdTime(clickId: string): number | null {
   return ms;
 }
 
-/** `YYYY-MM-DD` (UTC) of a day number (milliseconds / {@link DAY_MS}). */
-export function dayText(day: number) {
-  return new Date(day * DAY_MS).toISOString().slice(0, 10);
-}
-
 /** Statements shared by the in-process writer and the writer thread (SQLite and PostgreSQL). */
 export const INSERT_LOG = 'insert into link_click_log (first_ms, last_ms, clicks) values (?, ?, ?)';
 export const UPSERT_DAY =

@@ -8,13 +8,13 @@
  * loader (`--import tsx`) to worker threads.
  *
  * workerData: `{ file, insertLog, upsertDay, fingerprintKey }`.
- * In: `{ id, batch }` (see `ThreadBatch` in clicks.ts), or `'close'`.
+ * In: `{ id, batch }` (the batch's columns, see `ClickColumns` in click-batch.mjs), or `'close'`.
  * Out: `{ id, candidates }` once written (the mobile clicks as match candidates, packed for
  * `SharedState.remember`), or `{ id, error }`.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import SQLite from 'better-sqlite3';
-import { batchRows, candidateLines, clickFingerprint } from './click-batch.mjs';
+import { batchOutput } from './click-batch.mjs';
 
 const port = /** @type {import('node:worker_threads').MessagePort} */ (parentPort);
 const { file, insertLog, upsertDay, fingerprintKey } =
@@ -38,12 +38,9 @@ const writeBatch = db.transaction(
   },
 );
 
-/**
- * @typedef {{ firstMs: number, lastMs: number, heads: string, ips: string, userAgents: string,
- *   times: number[], mobile: number[], lifetimes: number[], days: [string, string, number][] }} Batch
- */
+/** @typedef {{ id: number, batch: import('./click-batch.mjs').ClickColumns } | 'close'} Message */
 
-port.on('message', (/** @type {{ id: number, batch: Batch } | 'close'} */ message) => {
+port.on('message', (/** @type {Message} */ message) => {
   if (message === 'close') {
     db.close();
     port.close();
@@ -51,22 +48,9 @@ port.on('message', (/** @type {{ id: number, batch: Batch } | 'close'} */ messag
   }
   try {
     const { batch } = message;
-    const heads = batch.heads.split('\n');
-    const ips = batch.ips.split('\n');
-    const userAgents = batch.userAgents.split('\n');
-    const fingerprints = heads.map((_, i) =>
-      clickFingerprint(fingerprintKey, ips[i], userAgents[i]),
-    );
-    writeBatch(
-      batch.firstMs,
-      batch.lastMs,
-      batchRows(heads, fingerprints, batch.times),
-      batch.days,
-    );
-    port.postMessage({
-      id: message.id,
-      candidates: candidateLines(heads, fingerprints, batch.times, batch.mobile, batch.lifetimes),
-    });
+    const { rows, days, candidates } = batchOutput(batch, fingerprintKey);
+    writeBatch(batch.firstMs, batch.lastMs, rows, days);
+    port.postMessage({ id: message.id, candidates });
   } catch (err) {
     port.postMessage({ id: message.id, error: String(err) });
   }

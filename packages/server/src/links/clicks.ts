@@ -5,12 +5,17 @@ import { CompiledQuery } from 'kysely';
 import { packRecent, type Recalled, type RecentEntry, type SharedState } from '../state/index.ts';
 import { RECENT_MAX_PER_KEY } from '../state/state.ts';
 import type { Store } from '../storage/db.ts';
-import { batchRows, candidateKey, candidateLines, clickFingerprint } from './click-batch.mjs';
+import {
+  batchOutput,
+  type ClickColumns,
+  candidateKey,
+  clickFingerprint,
+  ID_CHARS,
+  PLATFORM_CODES,
+} from './click-batch.mjs';
 import {
   type ClickPlatform,
   clickIdTime,
-  DAY_MS,
-  dayText,
   findClickLine,
   INSERT_LOG,
   type LoggedClick,
@@ -26,55 +31,123 @@ const PG_INSERT_LOG = 'insert into link_click_log (first_ms, last_ms, clicks) va
 const PG_UPSERT_DAYS =
   'insert into link_click_days (link_id, day, clicks) select * from unnest($1::text[], $2::text[], $3::bigint[]) on conflict (link_id, day) do update set clicks = link_click_days.clicks + excluded.clicks';
 
-/** One link's clicks on one day, counted in a batch. */
-interface DayCount {
-  linkId: string;
-  day: number;
-  n: number;
-}
+/** A batch starts this small and doubles as clicks come, up to the recorder's `maxBatch`. */
+const FIRST_CAPACITY = 64;
 
 /**
- * Clicks on their way to the store: one log row, its day counts and its match candidates. A
- * click is kept as it came (the start of its line, IP, user agent, time); its fingerprint is
- * computed with the batch's, off the redirect's path (on the writer thread for a SQLite file).
+ * Clicks on their way to the store, column by column (see `ClickColumns` in click-batch.mjs):
+ * a click is a few numbers in typed arrays, and its link, IP and user agent an index into the
+ * batch's tables of distinct ones. Nothing per click is left for the garbage collector on the
+ * redirect's thread, which a string or an object per click held for up to `maxDelayMs` was.
  */
-interface Batch {
-  /** `id`, `project_id`, `link_id` and `platform` of each click, tab-separated. */
-  heads: string[];
-  ips: string[];
-  userAgents: string[];
-  times: number[];
-  /** The positions of its mobile clicks (match candidates once their fingerprint is known). */
-  mobile: number[];
-  /** How long each mobile click stays a candidate: its project's match window (ms). */
-  lifetimes: number[];
-  firstMs: number;
-  lastMs: number;
-  counts: Map<string, DayCount>;
-  /** Its candidates, packed for `SharedState.remember`: set once the batch is logged. */
-  candidates: string | null;
-  remembered: boolean;
+class Batch implements ClickColumns {
+  size = 0;
+  firstMs = Number.POSITIVE_INFINITY;
+  lastMs = Number.NEGATIVE_INFINITY;
+  ids: Uint8Array;
+  times: Float64Array;
+  lifetimes: Float64Array;
+  link: Uint32Array;
+  platform: Uint8Array;
+  ip: Uint32Array;
+  agent: Uint32Array;
+  projects: string[] = [];
+  linkIds: string[] = [];
+  ips: string[] = [];
+  agents: string[] = [];
+  /** Its match candidates, packed for `SharedState.remember`: set once the batch is logged. */
+  candidates: string | null = null;
+  remembered = false;
+  private linkIndex = new Map<string, number>();
+  private ipIndex = new Map<string, number>();
+  private agentIndex = new Map<string, number>();
+
+  constructor(private capacity = FIRST_CAPACITY) {
+    this.ids = new Uint8Array(capacity * ID_CHARS);
+    this.times = new Float64Array(capacity);
+    this.lifetimes = new Float64Array(capacity);
+    this.link = new Uint32Array(capacity);
+    this.platform = new Uint8Array(capacity);
+    this.ip = new Uint32Array(capacity);
+    this.agent = new Uint32Array(capacity);
+  }
+
+  add(
+    id: string,
+    projectId: string,
+    linkId: string,
+    platform: ClickPlatform,
+    ip: string,
+    userAgent: string,
+    ms: number,
+    lifetimeMs: number,
+  ) {
+    if (this.size === this.capacity) this.grow();
+    const i = this.size++;
+    const base = i * ID_CHARS;
+    for (let c = 0; c < ID_CHARS; c++) this.ids[base + c] = id.charCodeAt(4 + c);
+    this.times[i] = ms;
+    this.lifetimes[i] = lifetimeMs;
+    this.platform[i] = PLATFORM_CODES[platform];
+    let link = this.linkIndex.get(linkId);
+    if (link === undefined) {
+      link = this.linkIds.push(linkId) - 1;
+      this.projects.push(projectId);
+      this.linkIndex.set(linkId, link);
+    }
+    this.link[i] = link;
+    this.ip[i] = intern(ip, this.ips, this.ipIndex);
+    this.agent[i] = intern(userAgent, this.agents, this.agentIndex);
+    if (ms < this.firstMs) this.firstMs = ms;
+    if (ms > this.lastMs) this.lastMs = ms;
+  }
+
+  /** Its columns cut to its size: what the writer thread is sent (a copy). */
+  columns(): ClickColumns {
+    const n = this.size;
+    return {
+      size: n,
+      firstMs: this.firstMs,
+      lastMs: this.lastMs,
+      ids: this.ids.slice(0, n * ID_CHARS),
+      times: this.times.slice(0, n),
+      lifetimes: this.lifetimes.slice(0, n),
+      link: this.link.slice(0, n),
+      platform: this.platform.slice(0, n),
+      ip: this.ip.slice(0, n),
+      agent: this.agent.slice(0, n),
+      projects: this.projects,
+      linkIds: this.linkIds,
+      ips: this.ips,
+      agents: this.agents,
+    };
+  }
+
+  private grow() {
+    this.capacity *= 2;
+    const grown = <T extends Uint8Array | Uint32Array | Float64Array>(a: T, per = 1): T => {
+      const b = new (a.constructor as new (n: number) => T)(this.capacity * per);
+      b.set(a);
+      return b;
+    };
+    this.ids = grown(this.ids, ID_CHARS);
+    this.times = grown(this.times);
+    this.lifetimes = grown(this.lifetimes);
+    this.link = grown(this.link);
+    this.platform = grown(this.platform);
+    this.ip = grown(this.ip);
+    this.agent = grown(this.agent);
+  }
 }
 
-function emptyBatch(): Batch {
-  return {
-    heads: [],
-    ips: [],
-    userAgents: [],
-    times: [],
-    mobile: [],
-    lifetimes: [],
-    firstMs: Number.POSITIVE_INFINITY,
-    lastMs: Number.NEGATIVE_INFINITY,
-    counts: new Map(),
-    candidates: null,
-    remembered: false,
-  };
-}
-
-/** A batch's day counts as rows: link id, `YYYY-MM-DD`, count. */
-function dayRows(batch: Batch): [string, string, number][] {
-  return [...batch.counts.values()].map((c) => [c.linkId, dayText(c.day), c.n]);
+/** The index of `value` in `table`, added when new. */
+function intern(value: string, table: string[], index: Map<string, number>): number {
+  let at = index.get(value);
+  if (at === undefined) {
+    at = table.push(value) - 1;
+    index.set(value, at);
+  }
+  return at;
 }
 
 /**
@@ -88,8 +161,8 @@ function dayRows(batch: Batch): [string, string, number][] {
  * - its mobile clicks remembered in the shared state (in process, or Redis for a fleet) under
  *   their fingerprint for the project's match window: the candidates of deferred matching.
  *
- * A click costs the redirect a line and a few counters, not an indexed row: that is how a
- * redirect keeps up with a bare HTTP answer. Readers that need every click this node served
+ * A click costs the redirect a few numbers in the batch's columns, not an indexed row: that is
+ * how a redirect keeps up with a bare HTTP answer. Readers that need every click this node served
  * (deferred matching, stats) call `flush()` first; other nodes see a click once it is written,
  * at most `maxDelayMs` after the redirect. A crash loses at most the last `maxDelayMs` of clicks.
  *
@@ -98,7 +171,7 @@ function dayRows(batch: Batch): [string, string, number][] {
  * connection only) in process; PostgreSQL in one transaction per batch.
  */
 export class ClickRecorder {
-  private current = emptyBatch();
+  private current = new Batch();
   /** Batches flushed but not (fully) written yet, oldest first. */
   private pending: Batch[] = [];
   private pendingClicks = 0;
@@ -108,8 +181,6 @@ export class ClickRecorder {
   private writer: ClickWriterThread | null = null;
   private useThread: boolean;
   private closed = false;
-  /** The day count the last click went to (most clicks in a batch go to a few hot links). */
-  private lastCount: DayCount | null = null;
 
   /**
    * @param fingerprintKey from `fingerprintKey(server secret)` (click-batch.mjs): each click's
@@ -142,33 +213,13 @@ export class ClickRecorder {
     matchWindowMs: number,
   ) {
     let b = this.current;
-    if (b.heads.length > 0 && (ms - b.firstMs > MAX_SPAN_MS || b.lastMs - ms > MAX_SPAN_MS)) {
+    if (b.size > 0 && (ms - b.firstMs > MAX_SPAN_MS || b.lastMs - ms > MAX_SPAN_MS)) {
       void this.flush();
       b = this.current;
     }
-    b.heads.push(`${id}\t${projectId}\t${linkId}\t${platform}`);
-    b.ips.push(ip);
-    b.userAgents.push(userAgent);
-    b.times.push(ms);
-    if (ms < b.firstMs) b.firstMs = ms;
-    if (ms > b.lastMs) b.lastMs = ms;
-    const day = Math.floor(ms / DAY_MS);
-    let count = this.lastCount;
-    if (count === null || count.linkId !== linkId || count.day !== day) {
-      const key = `${linkId}\t${day}`;
-      count = b.counts.get(key) ?? null;
-      if (count === null) {
-        count = { linkId, day, n: 0 };
-        b.counts.set(key, count);
-      }
-      this.lastCount = count;
-    }
-    count.n++;
-    if (platform === 'android' || platform === 'ios') {
-      b.mobile.push(b.heads.length - 1);
-      b.lifetimes.push(matchWindowMs);
-    }
-    if (b.heads.length >= this.maxBatch) void this.flush();
+    const mobile = platform === 'android' || platform === 'ios';
+    b.add(id, projectId, linkId, platform, ip, userAgent, ms, mobile ? matchWindowMs : 0);
+    if (b.size >= this.maxBatch) void this.flush();
     else this.timer ??= setTimeout(() => void this.flush(), this.maxDelayMs);
   }
 
@@ -178,11 +229,13 @@ export class ClickRecorder {
       clearTimeout(this.timer);
       this.timer = null;
     }
-    if (this.current.heads.length > 0) {
+    if (this.current.size > 0) {
       this.pending.push(this.current);
-      this.pendingClicks += this.current.heads.length;
-      this.current = emptyBatch();
-      this.lastCount = null;
+      this.pendingClicks += this.current.size;
+      // Sized for as many clicks as the last one held, so that a busy batch does not grow.
+      this.current = new Batch(
+        Math.max(FIRST_CAPACITY, 2 ** Math.ceil(Math.log2(this.current.size))),
+      );
       this.dropBeyondBound();
     }
     // Batches kept from a failed write are tried again too.
@@ -289,8 +342,8 @@ export class ClickRecorder {
     // The oldest after the first, which may be being written right now.
     while (this.pendingClicks > MAX_PENDING && this.pending.length > 2) {
       const [dropped] = this.pending.splice(1, 1);
-      this.pendingClicks -= dropped.heads.length;
-      this.log.error({ dropped: dropped.heads.length }, 'link clicks dropped: too many waiting');
+      this.pendingClicks -= dropped.size;
+      this.log.error({ dropped: dropped.size }, 'link clicks dropped: too many waiting');
     }
   }
 
@@ -307,27 +360,24 @@ export class ClickRecorder {
       } catch (err) {
         // The store is down or busy: keep the clicks (up to a bound) and try again later.
         this.log.error(
-          { err, clicks: batch.heads.length, waiting: this.pendingClicks },
+          { err, clicks: batch.size, waiting: this.pendingClicks },
           'link clicks not written; will retry',
         );
         if (!this.closed) this.timer ??= setTimeout(() => void this.flush(), this.maxDelayMs * 10);
         return;
       }
       if (this.pending[0] === batch) this.pending.shift();
-      this.pendingClicks -= batch.heads.length;
+      this.pendingClicks -= batch.size;
     }
   }
 
   /** Writes the batch's log row and day counts; returns its candidates, packed. */
   private async writeLog(batch: Batch): Promise<string> {
     if (this.useThread) return this.writeInThread(batch);
-    const fingerprints = batch.heads.map((_, i) =>
-      this.fingerprint(batch.ips[i], batch.userAgents[i]),
-    );
-    const rows = batchRows(batch.heads, fingerprints, batch.times);
-    if (this.store.sqlite) this.writeSqlite(batch, rows);
-    else await this.writePostgres(batch, rows);
-    return candidateLines(batch.heads, fingerprints, batch.times, batch.mobile, batch.lifetimes);
+    const { rows, days, candidates } = batchOutput(batch, this.fingerprintKey);
+    if (this.store.sqlite) this.writeSqlite(batch, rows, days);
+    else await this.writePostgres(batch, rows, days);
+    return candidates;
   }
 
   private async writeInThread(batch: Batch): Promise<string> {
@@ -339,20 +389,10 @@ export class ClickRecorder {
         this.writer = null;
       });
     }
-    return this.writer.write({
-      firstMs: batch.firstMs,
-      lastMs: batch.lastMs,
-      heads: batch.heads.join('\n'),
-      ips: batch.ips.join('\n'),
-      userAgents: batch.userAgents.join('\n'),
-      times: batch.times,
-      mobile: batch.mobile,
-      lifetimes: batch.lifetimes,
-      days: dayRows(batch),
-    });
+    return this.writer.write(batch.columns());
   }
 
-  private writeSqlite(batch: Batch, rows: string) {
+  private writeSqlite(batch: Batch, rows: string, days: [string, string, number][]) {
     const sqlite = this.store.sqlite!;
     this.sqlite ??= {
       insertLog: sqlite.prepare(INSERT_LOG),
@@ -361,12 +401,11 @@ export class ClickRecorder {
     const { insertLog, upsertDay } = this.sqlite;
     sqlite.transaction(() => {
       insertLog.run(batch.firstMs, batch.lastMs, rows);
-      for (const day of dayRows(batch)) upsertDay.run(...day);
+      for (const day of days) upsertDay.run(...day);
     })();
   }
 
-  private async writePostgres(batch: Batch, rows: string) {
-    const days = dayRows(batch);
+  private async writePostgres(batch: Batch, rows: string, days: [string, string, number][]) {
     await this.store.db.transaction().execute(async (tx) => {
       await tx.executeQuery(CompiledQuery.raw(PG_INSERT_LOG, [batch.firstMs, batch.lastMs, rows]));
       await tx.executeQuery(
@@ -378,21 +417,6 @@ export class ClickRecorder {
       );
     });
   }
-}
-
-/** What the writer thread writes in one transaction (see click-writer.worker.mjs). */
-interface ThreadBatch {
-  firstMs: number;
-  lastMs: number;
-  /** Per click, newline-separated: the start of its line, its IP, its user agent. */
-  heads: string;
-  ips: string;
-  userAgents: string;
-  times: number[];
-  /** The positions of the mobile clicks, and how long each stays a match candidate (ms). */
-  mobile: number[];
-  lifetimes: number[];
-  days: [string, string, number][];
 }
 
 /** The main thread's side of `click-writer.worker.mjs`. */
@@ -429,7 +453,7 @@ class ClickWriterThread {
   }
 
   /** Resolves with the batch's match candidates, packed for `SharedState.remember`. */
-  write(batch: ThreadBatch): Promise<string> {
+  write(batch: ClickColumns): Promise<string> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       if (this.pending.size === 0) this.worker.ref();

@@ -94,18 +94,29 @@ for (const c of cases) {
     test('a flushed batch is one log row: every click found by its id, counted per day', async () => {
       const at = Date.parse('2026-06-01T23:59:59.000Z');
       const ids = record(250, at, 'lnk_a');
+      // Another link and another agent in the same batch.
+      const other = newClickId(at);
+      recorder.record(other, 'prj_2', 'lnk_a2', 'ios', '10.0.0.1', 'Other agent', at, HOUR);
       await recorder.flush();
       assert.equal(await logged(), 1);
+      assert.deepEqual(await recorder.find(other), {
+        id: other,
+        projectId: 'prj_2',
+        linkId: 'lnk_a2',
+        platform: 'ios',
+        fingerprint: clickFingerprint(KEY, '10.0.0.1', 'Other agent'),
+        ms: at,
+      });
+      assert.deepEqual(await dayCount('lnk_a2'), [{ day: '2026-06-01', clicks: 1 }]);
       for (const [i, id] of ids.entries()) {
         assert.deepEqual(await recorder.find(id), {
           id,
           projectId: 'prj_1',
           linkId: 'lnk_a',
           platform: i % 2 ? 'android' : 'desktop',
-          fingerprint: fp(`10.0.0.${i}`),
+          fingerprint: fp(`10.0.${Math.floor(i / 250)}.${i % 250}`),
           ms: at,
         });
-        if (i > 20) break;
       }
       assert.equal(await recorder.find(newClickId(at)), null, 'an id never issued');
       assert.equal(await recorder.find('clk_not-a-ulid'), null);

@@ -69,7 +69,8 @@ export async function measure(
 
 export function median(values: number[]) {
   const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
 /** Median over rounds of `x[i] / y[i]` req/s: paired rounds, so background load hits both. */

@@ -29,7 +29,7 @@ async function oneRedirect(url: string, userAgent: string) {
  */
 export async function run(): Promise<string> {
   const target = 0.8;
-  const rounds = 5;
+  const rounds = 6;
   const seconds = 3;
   const rows: string[] = [];
   const backends: [string, Record<string, string>][] = [
@@ -42,31 +42,47 @@ export async function run(): Promise<string> {
     ]);
   }
   for (const [backend, env] of backends) {
-    const [bare, svc] = await Promise.all([
-      startChild<ServerInfo>('bench/links-server.ts', { LINKS_BENCH_MODE: 'bare' }),
-      startChild<ServerInfo>('bench/links-server.ts', {
-        LINKS_BENCH_MODE: 'svc',
-        SVC_SECRET: 'bench-secret',
-        SVC_ADMIN_TOKEN: 'bench-admin',
-        ...env,
+    // Two processes of each kind, alternating by round: a process's own luck (where its heap and
+    // code landed, what its JIT decided) moved one process's cost by up to 20% against a twin's.
+    const pairs = await Promise.all(
+      [0, 1].map(async () => {
+        const [bare, svc] = await Promise.all([
+          startChild<ServerInfo>('bench/links-server.ts', { LINKS_BENCH_MODE: 'bare' }),
+          startChild<ServerInfo>('bench/links-server.ts', {
+            LINKS_BENCH_MODE: 'svc',
+            SVC_SECRET: 'bench-secret',
+            SVC_ADMIN_TOKEN: 'bench-admin',
+            ...env,
+          }),
+        ]);
+        return {
+          bare,
+          svc,
+          bareUrl: `http://127.0.0.1:${bare.info.port}${bare.info.path}`,
+          inAppUrl: `http://127.0.0.1:${svc.info.port}/__bench/bare/x`,
+          svcUrl: `http://127.0.0.1:${svc.info.port}${svc.info.path}`,
+        };
       }),
-    ]);
+    );
     try {
-      const bareUrl = `http://127.0.0.1:${bare.info.port}${bare.info.path}`;
-      const inAppUrl = `http://127.0.0.1:${svc.info.port}/__bench/bare/x`;
-      const svcUrl = `http://127.0.0.1:${svc.info.port}${svc.info.path}`;
       for (const [name, ua] of Object.entries(UA)) {
-        await oneRedirect(bareUrl, ua);
-        await oneRedirect(inAppUrl, ua);
-        const location = await oneRedirect(svcUrl, ua);
-        for (const url of [bareUrl, inAppUrl, svcUrl]) await measure(url, { 'user-agent': ua }, 1);
+        let location = '';
+        for (const p of pairs) {
+          await oneRedirect(p.bareUrl, ua);
+          await oneRedirect(p.inAppUrl, ua);
+          location = await oneRedirect(p.svcUrl, ua);
+          for (const url of [p.bareUrl, p.inAppUrl, p.svcUrl]) {
+            await measure(url, { 'user-agent': ua }, 1);
+          }
+        }
         const b: Measured[] = [];
         const a: Measured[] = [];
         const m: Measured[] = [];
         for (let i = 0; i < rounds; i++) {
-          b.push(await measure(bareUrl, { 'user-agent': ua }, seconds));
-          a.push(await measure(inAppUrl, { 'user-agent': ua }, seconds));
-          m.push(await measure(svcUrl, { 'user-agent': ua }, seconds));
+          const p = pairs[i % pairs.length];
+          b.push(await measure(p.bareUrl, { 'user-agent': ua }, seconds));
+          a.push(await measure(p.inAppUrl, { 'user-agent': ua }, seconds));
+          m.push(await measure(p.svcUrl, { 'user-agent': ua }, seconds));
         }
         for (const r of m) {
           const redirects = r.statuses['302'] ?? 0;
@@ -83,13 +99,13 @@ export async function run(): Promise<string> {
         );
       }
     } finally {
-      await Promise.all([bare.stop(), svc.stop()]);
+      await Promise.all(pairs.flatMap((p) => [p.bare.stop(), p.svc.stop()]));
     }
   }
   return [
     '### Links: short-link redirect vs a bare Fastify redirect',
     '',
-    `50 connections, ${rounds} alternating rounds of ${seconds} s per server after a 1 s warm-up (medians), autocannon in the bench process, servers in child processes. req/s with server CPU µs per request in brackets (process.cpuUsage; steadier than req/s on a shared machine). Every Svc redirect records a click (queued, written in batches: on SQLite by a writer thread, whose CPU time counts here too). "In-app bare" is the bare handler mounted inside the Svc app: the platform's own per-request cost.`,
+    `50 connections, ${rounds} alternating rounds of ${seconds} s per server after a 1 s warm-up (medians), autocannon in the bench process, servers in child processes: two of each kind, taking turns by round, so that one process's luck does not decide the result. req/s with server CPU µs per request in brackets (process.cpuUsage; steadier than req/s on a shared machine). Every Svc redirect records a click (queued, written in batches: on SQLite by a writer thread, whose CPU time counts here too). "In-app bare" is the bare handler mounted inside the Svc app: the platform's own per-request cost.`,
     '',
     '| store | request | bare Fastify | in-app bare | Svc redirect | Svc / bare | in-app bare / bare | Svc / in-app bare | p99 ms (bare / Svc) | target (Svc / bare req/s) |',
     '|---|---|---|---|---|---|---|---|---|---|',

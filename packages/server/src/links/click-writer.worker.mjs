@@ -1,57 +1,126 @@
 // @ts-check
 /**
- * The click writer thread (SQLite files only): receives batches of clicks from the main thread
- * and writes each in one transaction on its own connection — the batch's `link_click_log` row
- * and its per-link, per-day counts — so that the redirects' event loop never waits on SQLite.
+ * The click writer thread (a SQLite file or PostgreSQL): receives batches of clicks from the main
+ * thread and writes each in one transaction on its own connection — the batch's `link_click_log`
+ * row and its per-link, per-day counts — so that the redirects' event loop never waits on the
+ * store.
  * It also computes each click's fingerprint, in a tight loop over the batch, rather than the
  * redirect doing it between requests. Plain JavaScript: Node 20 does not hand the TypeScript
  * loader (`--import tsx`) to worker threads.
  *
- * workerData: `{ file, insertLog, upsertDay, fingerprintKey }`.
+ * workerData: `{ target, insertLog, upsertDay, fingerprintKey }` (see `Data` below; the two
+ * statements in the target's dialect).
  * In: `{ id, batch }` (the batch's columns, see `ClickColumns` in click-batch.mjs), or `'close'`.
  * Out: `{ id, candidates }` once written (the mobile clicks as match candidates, packed for
  * `SharedState.remember`), or `{ id, error }`.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import SQLite from 'better-sqlite3';
+import pg from 'pg';
 import { batchOutput } from './click-batch.mjs';
 
+/**
+ * @typedef {{ sqlite: string } | { postgres: { url: string, schema?: string } }} Target
+ * @typedef {{ target: Target, insertLog: string, upsertDay: string, fingerprintKey: string }} Data
+ * @typedef {{
+ *   write(firstMs: number, lastMs: number, rows: string, days: [string, string, number][]):
+ *     void | Promise<void>,
+ *   close(): void | Promise<void>,
+ * }} Writer
+ */
+
 const port = /** @type {import('node:worker_threads').MessagePort} */ (parentPort);
-const { file, insertLog, upsertDay, fingerprintKey } =
-  /** @type {{ file: string, insertLog: string, upsertDay: string, fingerprintKey: string }} */ (
-    workerData
+const { target, insertLog, upsertDay, fingerprintKey } = /** @type {Data} */ (workerData);
+
+/**
+ * One transaction per batch on a connection of its own to the SQLite file.
+ * @param {string} file
+ * @returns {Writer}
+ */
+function sqliteWriter(file) {
+  const db = new SQLite(file);
+  db.pragma('busy_timeout = 5000');
+  db.pragma('synchronous = NORMAL');
+  const insert = db.prepare(insertLog);
+  const upsert = db.prepare(upsertDay);
+  const write = db.transaction(
+    (
+      /** @type {number} */ firstMs,
+      /** @type {number} */ lastMs,
+      /** @type {string} */ rows,
+      /** @type {[string, string, number][]} */ days,
+    ) => {
+      insert.run(firstMs, lastMs, rows);
+      for (const day of days) upsert.run(...day);
+    },
   );
-const db = new SQLite(file);
-db.pragma('busy_timeout = 5000');
-db.pragma('synchronous = NORMAL');
-const insert = db.prepare(insertLog);
-const upsert = db.prepare(upsertDay);
-const writeBatch = db.transaction(
-  (
-    /** @type {number} */ firstMs,
-    /** @type {number} */ lastMs,
-    /** @type {string} */ rows,
-    /** @type {[string, string, number][]} */ days,
-  ) => {
-    insert.run(firstMs, lastMs, rows);
-    for (const day of days) upsert.run(...day);
-  },
-);
+  return { write, close: () => db.close() };
+}
+
+/**
+ * One transaction per batch on a connection of its own to PostgreSQL (in the store's schema);
+ * the day counts go as three arrays in one statement. A connection that breaks is replaced on
+ * the next batch.
+ * @param {{ url: string, schema?: string }} where
+ * @returns {Writer}
+ */
+function postgresWriter({ url, schema }) {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: 1,
+    options: schema ? `-c search_path=${schema}` : undefined,
+  });
+  // An idle connection that fails is dropped by the pool; the next batch opens another.
+  pool.on('error', () => {});
+  return {
+    async write(firstMs, lastMs, rows, days) {
+      const client = await pool.connect();
+      try {
+        await client.query('begin');
+        await client.query(insertLog, [firstMs, lastMs, rows]);
+        await client.query(upsertDay, [
+          days.map((d) => d[0]),
+          days.map((d) => d[1]),
+          days.map((d) => d[2]),
+        ]);
+        await client.query('commit');
+        client.release();
+      } catch (err) {
+        const usable = await client.query('rollback').then(
+          () => true,
+          () => false,
+        );
+        client.release(!usable);
+        throw err;
+      }
+    },
+    close: () => pool.end(),
+  };
+}
+
+const writer = 'sqlite' in target ? sqliteWriter(target.sqlite) : postgresWriter(target.postgres);
 
 /** @typedef {{ id: number, batch: import('./click-batch.mjs').ClickColumns } | 'close'} Message */
 
-port.on('message', (/** @type {Message} */ message) => {
+/** @param {Message} message */
+async function handle(message) {
   if (message === 'close') {
-    db.close();
+    await writer.close();
     port.close();
     return;
   }
   try {
     const { batch } = message;
     const { rows, days, candidates } = batchOutput(batch, fingerprintKey);
-    writeBatch(batch.firstMs, batch.lastMs, rows, days);
+    await writer.write(batch.firstMs, batch.lastMs, rows, days);
     port.postMessage({ id: message.id, candidates });
   } catch (err) {
     port.postMessage({ id: message.id, error: String(err) });
   }
+}
+
+// One message at a time, in order (a PostgreSQL write waits on the network).
+let queue = Promise.resolve();
+port.on('message', (/** @type {Message} */ message) => {
+  queue = queue.then(() => handle(message));
 });

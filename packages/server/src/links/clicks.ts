@@ -166,9 +166,10 @@ function intern(value: string, table: string[], index: Map<string, number>): num
  * (deferred matching, stats) call `flush()` first; other nodes see a click once it is written,
  * at most `maxDelayMs` after the redirect. A crash loses at most the last `maxDelayMs` of clicks.
  *
- * Where the log rows go: a SQLite file (the embedded default) through a writer thread with its
- * own connection, so the redirects' event loop never waits on SQLite; in-memory SQLite (one
- * connection only) in process; PostgreSQL in one transaction per batch.
+ * How: a SQLite file (the embedded default) and PostgreSQL through a writer thread with its own
+ * connection, which also computes the batch's fingerprints, so that the redirects' event loop
+ * neither waits on the store nor hashes; in-memory SQLite (one connection only) in process, as
+ * is everything when the thread cannot start.
  */
 export class ClickRecorder {
   private current = new Batch();
@@ -194,7 +195,8 @@ export class ClickRecorder {
     private maxDelayMs = 100,
     private maxBatch = 2000,
   ) {
-    this.useThread = store.sqlite !== undefined && !store.sqlite.memory;
+    // In-memory SQLite has one connection only: its clicks are written in process.
+    this.useThread = store.postgres !== undefined || (!!store.sqlite && !store.sqlite.memory);
   }
 
   /**
@@ -382,7 +384,10 @@ export class ClickRecorder {
 
   private async writeInThread(batch: Batch): Promise<string> {
     if (!this.writer) {
-      this.writer = new ClickWriterThread(this.store.sqlite!.name, this.fingerprintKey, (err) => {
+      const target: WriterTarget = this.store.postgres
+        ? { postgres: this.store.postgres }
+        : { sqlite: this.store.sqlite!.name };
+      this.writer = new ClickWriterThread(target, this.fingerprintKey, (err) => {
         // The thread could not start or died: write in process from now on.
         this.log.error({ err }, 'click writer thread failed; writing clicks in process');
         this.useThread = false;
@@ -419,6 +424,9 @@ export class ClickRecorder {
   }
 }
 
+/** Where the writer thread writes: a SQLite file, or PostgreSQL (in the store's schema). */
+type WriterTarget = { sqlite: string } | { postgres: { url: string; schema?: string } };
+
 /** The main thread's side of `click-writer.worker.mjs`. */
 class ClickWriterThread {
   private worker: Worker;
@@ -428,9 +436,15 @@ class ClickWriterThread {
     { resolve: (candidates: string) => void; reject: (err: Error) => void }
   >();
 
-  constructor(file: string, fingerprintKey: string, onFailure: (err: Error) => void) {
+  constructor(target: WriterTarget, fingerprintKey: string, onFailure: (err: Error) => void) {
+    const postgres = 'postgres' in target;
     this.worker = new Worker(new URL('./click-writer.worker.mjs', import.meta.url), {
-      workerData: { file, insertLog: INSERT_LOG, upsertDay: UPSERT_DAY, fingerprintKey },
+      workerData: {
+        target,
+        insertLog: postgres ? PG_INSERT_LOG : INSERT_LOG,
+        upsertDay: postgres ? PG_UPSERT_DAYS : UPSERT_DAY,
+        fingerprintKey,
+      },
     });
     // It keeps the process alive only while a batch is being written.
     this.worker.unref();

@@ -25,6 +25,11 @@ export interface Store {
    * rows (a statement prepared once, run in one transaction). Everything else goes through `db`.
    */
   sqlite?: SQLite.Database;
+  /**
+   * PostgreSQL only: where the store connects, for a worker thread that opens its own connection
+   * (the click writer). Everything else goes through `db`.
+   */
+  postgres?: { url: string; schema?: string };
   /** True when the store answers a trivial query. */
   ping(): Promise<boolean>;
   close(): Promise<void>;
@@ -93,6 +98,7 @@ async function openPostgres(url: string, schema?: string): Promise<Store> {
     return {
       db,
       dialect: 'postgres',
+      postgres: { url, schema },
       ping: async () => {
         await sql`select 1`.execute(db);
         return true;

@@ -26,20 +26,40 @@ return {admitted, prev, curr}
 // ARGV[1] the key prefix, ARGV[2] the most members per key, ARGV[3] the entries, one per line:
 // key, time (ms), lifetime (ms) and member, tab-separated. Each key is a sorted set scored by
 // time: members older than their lifetime go, the newest ARGV[2] stay, and the key expires a
-// lifetime after its last write. One call per batch, whatever its size: the lines are split here.
+// lifetime after its last write. One call per batch, whatever its size: the lines are split and
+// grouped by key here, so that a key written many times in a batch (one visitor clicking again
+// and again, or many behind one address) costs one ZADD, one trim and one PEXPIRE.
 const REMEMBER = `
 local prefix = ARGV[1]
 local keep = tonumber(ARGV[2])
+local groups = {}
+local order = {}
 for key, ms, ttl, member in string.gmatch(ARGV[3], '([^\\t\\n]+)\\t([^\\t\\n]+)\\t([^\\t\\n]+)\\t([^\\t\\n]+)') do
-  local k = prefix .. key
+  local g = groups[key]
+  if not g then
+    g = { args = {}, newest = -1, life = 0 }
+    groups[key] = g
+    order[#order + 1] = key
+  end
   local t = tonumber(ms)
   local life = tonumber(ttl)
-  -- Most keys hold one member (one visitor's clicks): trimming is only needed past that.
-  if redis.call('ZADD', k, t, member) == 1 and redis.call('ZCARD', k) > 1 then
-    redis.call('ZREMRANGEBYSCORE', k, '-inf', '(' .. (t - life))
+  g.args[#g.args + 1] = t
+  g.args[#g.args + 1] = member
+  if t > g.newest then g.newest = t end
+  if life > g.life then g.life = life end
+end
+for _, key in ipairs(order) do
+  local g = groups[key]
+  local k = prefix .. key
+  for i = 1, #g.args, 1000 do
+    redis.call('ZADD', k, unpack(g.args, i, math.min(i + 999, #g.args)))
+  end
+  -- Most keys hold one member (one visitor's click): trimming is only needed past that.
+  if #g.args > 2 or redis.call('ZCARD', k) > 1 then
+    redis.call('ZREMRANGEBYSCORE', k, '-inf', '(' .. (g.newest - g.life))
     redis.call('ZREMRANGEBYRANK', k, 0, -(keep + 1))
   end
-  redis.call('PEXPIRE', k, life)
+  redis.call('PEXPIRE', k, g.life)
 end
 return 0
 `;

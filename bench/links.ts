@@ -105,7 +105,7 @@ export async function run(): Promise<string> {
   return [
     '### Links: short-link redirect vs a bare Fastify redirect',
     '',
-    `50 connections, ${rounds} alternating rounds of ${seconds} s per server after a 1 s warm-up (medians), autocannon in the bench process, servers in child processes: two of each kind, taking turns by round, so that one process's luck does not decide the result. req/s with server CPU µs per request in brackets (process.cpuUsage; steadier than req/s on a shared machine). Every Svc redirect records a click (queued, written in batches: on SQLite by a writer thread, whose CPU time counts here too). "In-app bare" is the bare handler mounted inside the Svc app: the platform's own per-request cost.`,
+    `50 connections, ${rounds} alternating rounds of ${seconds} s per server after a 1 s warm-up (medians), autocannon in the bench process, servers in child processes: two of each kind, taking turns by round, so that one process's luck does not decide the result. req/s with server CPU µs per request in brackets (process.cpuUsage; steadier than req/s on a shared machine). Every Svc redirect records a click (queued, written in batches by a writer thread, whose CPU time counts here too; Redis's does not). "In-app bare" is the bare handler mounted inside the Svc app: the platform's own per-request cost.`,
     '',
     '| store | request | bare Fastify | in-app bare | Svc redirect | Svc / bare | in-app bare / bare | Svc / in-app bare | p99 ms (bare / Svc) | target (Svc / bare req/s) |',
     '|---|---|---|---|---|---|---|---|---|---|',

@@ -23,6 +23,8 @@ export class RecentRing {
   /** Sequence numbers: the oldest entry kept, and the next one to be written. */
   private head = 0;
   private tail = 0;
+  /** The slot of the oldest entry; the others follow it, wrapping around. */
+  private start = 0;
   private hashHi = new Uint32Array(0);
   private hashLo = new Uint32Array(0);
   private times = new Float64Array(0);
@@ -30,7 +32,7 @@ export class RecentRing {
   /** The previous entry with the same bucket, as a sequence number (-1: none). */
   private prev = new Float64Array(0);
   private memberLength = new Uint8Array(0);
-  private members = Buffer.alloc(0);
+  private members = new Uint8Array(0);
   /** Members that do not fit inline (longer, or not Latin-1), by sequence number. */
   private long = new Map<number, string>();
   /** The newest entry of each bucket (30 bits of the key's hash, a small integer). */
@@ -80,7 +82,7 @@ export class RecentRing {
     let seq = this.newest.get(lo & BUCKET) ?? -1;
     // Latest arrival first; the newest RECENT_MAX_PER_KEY arrivals of the key are its members.
     while (seq >= this.head && kept < RECENT_MAX_PER_KEY) {
-      const slot = seq % this.capacity;
+      const slot = this.slot(seq);
       if (this.hashHi[slot] === hi && this.hashLo[slot] === lo) {
         kept++;
         if (this.times[slot] >= sinceMs && this.expires[slot] > this.now) {
@@ -95,14 +97,14 @@ export class RecentRing {
 
   clear() {
     this.capacity = 0;
-    this.head = this.tail = 0;
+    this.head = this.tail = this.start = 0;
     this.hashHi = new Uint32Array(0);
     this.hashLo = new Uint32Array(0);
     this.times = new Float64Array(0);
     this.expires = new Float64Array(0);
     this.prev = new Float64Array(0);
     this.memberLength = new Uint8Array(0);
-    this.members = Buffer.alloc(0);
+    this.members = new Uint8Array(0);
     this.long.clear();
     this.newest.clear();
   }
@@ -122,7 +124,7 @@ export class RecentRing {
       else this.drop();
     }
     const seq = this.tail++;
-    const slot = seq % this.capacity;
+    const slot = this.slot(seq);
     const lo = hash64(text, keyStart, keyEnd);
     const bucket = lo & BUCKET;
     this.hashHi[slot] = hashHigh;
@@ -143,11 +145,17 @@ export class RecentRing {
     else this.long.set(seq, text.slice(memberStart, memberEnd));
   }
 
+  private slot(seq: number) {
+    const slot = this.start + (seq - this.head);
+    return slot < this.capacity ? slot : slot - this.capacity;
+  }
+
   private member(seq: number, slot: number): string {
     const long = this.long.get(seq);
     if (long !== undefined) return long;
     const base = slot * INLINE_MEMBER;
-    return this.members.toString('latin1', base, base + this.memberLength[slot]);
+    const m = this.members;
+    return Buffer.from(m.buffer, m.byteOffset + base, this.memberLength[slot]).toString('latin1');
   }
 
   /**
@@ -156,51 +164,37 @@ export class RecentRing {
    * recalled meanwhile): lifetimes are a lower bound on memory, the count is the upper one.
    */
   private forget(nowMs: number) {
-    while (this.size > 0 && this.expires[this.head % this.capacity] <= nowMs) this.drop();
+    while (this.size > 0 && this.expires[this.start] <= nowMs) this.drop();
   }
 
   /** Forgets the oldest entry. */
   private drop() {
     const seq = this.head++;
-    const bucket = this.hashLo[seq % this.capacity] & BUCKET;
+    const bucket = this.hashLo[this.start] & BUCKET;
+    this.start = this.start + 1 === this.capacity ? 0 : this.start + 1;
     if (this.newest.get(bucket) === seq) this.newest.delete(bucket);
     if (this.long.size > 0) this.long.delete(seq);
   }
 
-  /** Doubles the ring (up to the bound), keeping every entry. */
+  /** Doubles the ring (up to the bound), keeping every entry: oldest first from slot 0. */
   private grow() {
     const capacity = Math.min(this.max, Math.max(FIRST_CAPACITY, this.capacity * 2));
-    const hashHi = new Uint32Array(capacity);
-    const hashLo = new Uint32Array(capacity);
-    const times = new Float64Array(capacity);
-    const expires = new Float64Array(capacity);
-    const prev = new Float64Array(capacity);
-    const memberLength = new Uint8Array(capacity);
-    const members = Buffer.allocUnsafe(capacity * INLINE_MEMBER);
-    for (let seq = this.head; seq < this.tail; seq++) {
-      const from = seq % this.capacity;
-      const to = seq % capacity;
-      hashHi[to] = this.hashHi[from];
-      hashLo[to] = this.hashLo[from];
-      times[to] = this.times[from];
-      expires[to] = this.expires[from];
-      prev[to] = this.prev[from];
-      memberLength[to] = this.memberLength[from];
-      this.members.copy(
-        members,
-        to * INLINE_MEMBER,
-        from * INLINE_MEMBER,
-        from * INLINE_MEMBER + this.memberLength[from],
-      );
-    }
+    const moved = <T extends Uint8Array | Uint32Array | Float64Array>(from: T, per = 1): T => {
+      const to = new (from.constructor as new (n: number) => T)(capacity * per);
+      const first = Math.min(this.size, this.capacity - this.start);
+      to.set(from.subarray(this.start * per, (this.start + first) * per));
+      to.set(from.subarray(0, (this.size - first) * per), first * per);
+      return to;
+    };
+    this.hashHi = moved(this.hashHi);
+    this.hashLo = moved(this.hashLo);
+    this.times = moved(this.times);
+    this.expires = moved(this.expires);
+    this.prev = moved(this.prev);
+    this.memberLength = moved(this.memberLength);
+    this.members = moved(this.members, INLINE_MEMBER);
     this.capacity = capacity;
-    this.hashHi = hashHi;
-    this.hashLo = hashLo;
-    this.times = times;
-    this.expires = expires;
-    this.prev = prev;
-    this.memberLength = memberLength;
-    this.members = members;
+    this.start = 0;
   }
 }
 

@@ -179,6 +179,30 @@ test('in process, entries survive the ring growing and wrapping, each under its 
   assert.deepEqual(ring.recall('links:fp:prj_1:android:700', 0, 10), []);
 });
 
+test('in process, the ring grows when its oldest entries sit mid-way (after some expired)', () => {
+  const ring = new RecentRing(5000);
+  const entry = (i: number, ttlMs: number) => ({ key: `k${i % 97}`, member: `m${i}`, ms: i, ttlMs });
+  const add = (from: number, n: number, ttlMs: number, nowMs: number) =>
+    ring.remember(packRecent(Array.from({ length: n }, (_, i) => entry(from + i, ttlMs))), nowMs);
+  add(0, 500, 1000, 0);
+  // The 500 expire as this one is written: the oldest entry is now in slot 500 of 1024.
+  add(500, 1, 10_000, 2000);
+  assert.equal(ring.size, 1);
+  add(501, 1023, 10_000, 2000); // fills the ring, wrapping around to slot 499
+  add(1524, 500, 10_000, 2000); // grows it
+  assert.equal(ring.size, 1524);
+  for (const k of [0, 1, 50, 96]) {
+    const expected = [];
+    for (let i = 2023; i >= 500 && expected.length < RECENT_MAX_PER_KEY; i--) {
+      if (i % 97 === k) expected.push(`m${i}`);
+    }
+    assert.deepEqual(
+      ring.recall(`k${k}`, 0, 100).map((r) => r.member),
+      expected,
+    );
+  }
+});
+
 test('in process, long and non-Latin-1 members come back whole; equal times come latest first', () => {
   const ring = new RecentRing(10);
   const long = 'x'.repeat(200);

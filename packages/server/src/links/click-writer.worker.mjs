@@ -12,7 +12,7 @@
  * statements in the target's dialect).
  * In: `{ id, batch }` (the batch's columns, see `ClickColumns` in click-batch.mjs), or `'close'`.
  * Out: `{ id, candidates }` once written (the mobile clicks as match candidates, packed for
- * `SharedState.remember`), or `{ id, error }`.
+ * `SharedState.remember`: UTF-8 bytes, transferred), or `{ id, error }`.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import SQLite from 'better-sqlite3';
@@ -113,7 +113,9 @@ async function handle(message) {
     const { batch } = message;
     const { rows, days, candidates } = batchOutput(batch, fingerprintKey);
     await writer.write(batch.firstMs, batch.lastMs, rows, days);
-    port.postMessage({ id: message.id, candidates });
+    // As bytes, handed over rather than copied: no string of the batch's size on the main heap.
+    const bytes = new TextEncoder().encode(candidates);
+    port.postMessage({ id: message.id, candidates: bytes }, [bytes.buffer]);
   } catch (err) {
     port.postMessage({ id: message.id, error: String(err) });
   }

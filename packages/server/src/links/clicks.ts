@@ -56,7 +56,7 @@ class Batch implements ClickColumns {
   ips: string[] = [];
   agents: string[] = [];
   /** Its match candidates, packed for `SharedState.remember`: set once the batch is logged. */
-  candidates: string | null = null;
+  candidates: Uint8Array | null = null;
   remembered = false;
   private linkIndex = new Map<string, number>();
   private ipIndex = new Map<string, number>();
@@ -374,15 +374,15 @@ export class ClickRecorder {
   }
 
   /** Writes the batch's log row and day counts; returns its candidates, packed. */
-  private async writeLog(batch: Batch): Promise<string> {
+  private async writeLog(batch: Batch): Promise<Uint8Array> {
     if (this.useThread) return this.writeInThread(batch);
     const { rows, days, candidates } = batchOutput(batch, this.fingerprintKey);
     if (this.store.sqlite) this.writeSqlite(batch, rows, days);
     else await this.writePostgres(batch, rows, days);
-    return candidates;
+    return Buffer.from(candidates, 'utf8');
   }
 
-  private async writeInThread(batch: Batch): Promise<string> {
+  private async writeInThread(batch: Batch): Promise<Uint8Array> {
     if (!this.writer) {
       const target: WriterTarget = this.store.postgres
         ? { postgres: this.store.postgres }
@@ -433,7 +433,7 @@ class ClickWriterThread {
   private nextId = 1;
   private pending = new Map<
     number,
-    { resolve: (candidates: string) => void; reject: (err: Error) => void }
+    { resolve: (candidates: Uint8Array) => void; reject: (err: Error) => void }
   >();
 
   constructor(target: WriterTarget, fingerprintKey: string, onFailure: (err: Error) => void) {
@@ -448,11 +448,11 @@ class ClickWriterThread {
     });
     // It keeps the process alive only while a batch is being written.
     this.worker.unref();
-    this.worker.on('message', (m: { id: number; candidates?: string; error?: string }) => {
+    this.worker.on('message', (m: { id: number; candidates?: Uint8Array; error?: string }) => {
       const p = this.pending.get(m.id);
       this.pending.delete(m.id);
       if (this.pending.size === 0) this.worker.unref();
-      if (m.error === undefined) p?.resolve(m.candidates ?? '');
+      if (m.error === undefined) p?.resolve(m.candidates ?? new Uint8Array(0));
       else p?.reject(new Error(m.error));
     });
     const fail = (err: Error) => {
@@ -467,7 +467,7 @@ class ClickWriterThread {
   }
 
   /** Resolves with the batch's match candidates, packed for `SharedState.remember`. */
-  write(batch: ClickColumns): Promise<string> {
+  write(batch: ClickColumns): Promise<Uint8Array> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       if (this.pending.size === 0) this.worker.ref();

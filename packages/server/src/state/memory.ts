@@ -63,7 +63,7 @@ export class MemoryState implements SharedState {
     }
   }
 
-  remember(packed: string, nowMs: number): void {
+  remember(packed: Uint8Array, nowMs: number): void {
     this.recent.remember(packed, nowMs);
   }
 

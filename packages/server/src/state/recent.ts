@@ -2,11 +2,13 @@ import { RECENT_MAX_PER_KEY, type Recalled } from './state.ts';
 
 /** Members up to this many bytes are kept inline (a click candidate's is 61). */
 const INLINE_MEMBER = 64;
+const TAB = 9;
+const NEWLINE = 10;
 const FIRST_CAPACITY = 1024;
 
 /**
  * The in-process store behind `SharedState.remember` / `recall`: remembered entries in arrival
- * order in a ring of typed arrays, found through a map from each key's hash to its newest entry,
+ * order in a ring of typed arrays, found through a table from each key's hash to its newest entry,
  * each entry pointing to the previous one under the same hash.
  *
  * Why not an object per entry: a deferred-match candidate lives for the project's window (an
@@ -33,10 +35,15 @@ export class RecentRing {
   private prev = new Float64Array(0);
   private memberLength = new Uint8Array(0);
   private members = new Uint8Array(0);
-  /** Members that do not fit inline (longer, or not Latin-1), by sequence number. */
+  /** Members longer than {@link INLINE_MEMBER} bytes, by sequence number. */
   private long = new Map<number, string>();
-  /** The newest entry of each bucket (30 bits of the key's hash, a small integer). */
-  private newest = new Map<number, number>();
+  /**
+   * The newest entry (a sequence number, -1 for none) of each bucket: the low bits of the key's
+   * hash, the table at least twice the ring's size. Keys sharing a bucket share its chain, and
+   * `recall` tells them apart by the whole hash. An entry that names a forgotten one is stale,
+   * which the chain's walk sees (`seq < head`).
+   */
+  private newest = new Float64Array(0);
   /** The `nowMs` of the latest write: entries expired by then are not recalled. */
   private now = Number.NEGATIVE_INFINITY;
 
@@ -50,24 +57,23 @@ export class RecentRing {
   }
 
   /**
-   * Remembers the entries of `packed`: one per line, `key`, time (ms), lifetime (ms) and member,
-   * tab-separated (see `SharedState.remember`). Then forgets what has expired by `nowMs` or is
-   * beyond the bound, oldest arrival first.
+   * Remembers the entries of `packed` (UTF-8): one per line, `key`, time (ms), lifetime (ms) and
+   * member, tab-separated (see `SharedState.remember`). Then forgets what has expired by `nowMs`
+   * or is beyond the bound, oldest arrival first. Read as bytes, in one pass per line.
    */
-  remember(packed: string, nowMs: number) {
+  remember(packed: Uint8Array, nowMs: number) {
     this.now = nowMs;
-    let at = 0;
     const end = packed.length;
+    let at = 0;
     while (at < end) {
-      let newline = packed.indexOf('\n', at);
+      const keyEnd = packed.indexOf(TAB, at);
+      const msEnd = keyEnd === -1 ? -1 : packed.indexOf(TAB, keyEnd + 1);
+      const ttlEnd = msEnd === -1 ? -1 : packed.indexOf(TAB, msEnd + 1);
+      let newline = packed.indexOf(NEWLINE, at);
       if (newline === -1) newline = end;
-      const tab1 = packed.indexOf('\t', at);
-      const tab2 = packed.indexOf('\t', tab1 + 1);
-      const tab3 = packed.indexOf('\t', tab2 + 1);
-      if (tab1 === -1 || tab3 === -1 || tab3 > newline) throw new Error('malformed entry');
-      const ms = digits(packed, tab1 + 1, tab2);
-      const ttl = digits(packed, tab2 + 1, tab3);
-      this.add(packed, at, tab1, ms, ms + ttl, tab3 + 1, newline);
+      if (keyEnd === -1 || ttlEnd === -1 || ttlEnd > newline) throw new Error('malformed entry');
+      const ms = digits(packed, keyEnd + 1, msEnd);
+      this.add(packed, at, keyEnd, ms, ms + digits(packed, msEnd + 1, ttlEnd), ttlEnd + 1, newline);
       at = newline + 1;
     }
     this.forget(nowMs);
@@ -75,11 +81,12 @@ export class RecentRing {
 
   /** A key's members whose time is at least `sinceMs`, newest first, at most `limit`. */
   recall(key: string, sinceMs: number, limit: number): Recalled[] {
-    const lo = hash64(key, 0, key.length);
+    const bytes = Buffer.from(key, 'utf8');
+    const lo = hash64(bytes, 0, bytes.length);
     const hi = hashHigh;
     const found: Recalled[] = [];
     let kept = 0;
-    let seq = this.newest.get(lo & BUCKET) ?? -1;
+    let seq = this.capacity === 0 ? -1 : this.newest[lo & (this.newest.length - 1)];
     // Latest arrival first; the newest RECENT_MAX_PER_KEY arrivals of the key are its members.
     while (seq >= this.head && kept < RECENT_MAX_PER_KEY) {
       const slot = this.slot(seq);
@@ -106,12 +113,12 @@ export class RecentRing {
     this.memberLength = new Uint8Array(0);
     this.members = new Uint8Array(0);
     this.long.clear();
-    this.newest.clear();
+    this.newest = new Float64Array(0);
   }
 
-  /** Adds one entry: its key is `text[keyStart, keyEnd)`, its member `text[memberStart, memberEnd)`. */
+  /** Adds one entry: its key is `bytes[keyStart, keyEnd)`, its member `bytes[memberStart, memberEnd)`. */
   private add(
-    text: string,
+    bytes: Uint8Array,
     keyStart: number,
     keyEnd: number,
     ms: number,
@@ -125,24 +132,23 @@ export class RecentRing {
     }
     const seq = this.tail++;
     const slot = this.slot(seq);
-    const lo = hash64(text, keyStart, keyEnd);
-    const bucket = lo & BUCKET;
+    const lo = hash64(bytes, keyStart, keyEnd);
+    const bucket = lo & (this.newest.length - 1);
     this.hashHi[slot] = hashHigh;
     this.hashLo[slot] = lo;
     this.times[slot] = ms;
     this.expires[slot] = expiresMs;
-    this.prev[slot] = this.newest.get(bucket) ?? -1;
-    this.newest.set(bucket, seq);
+    this.prev[slot] = this.newest[bucket];
+    this.newest[bucket] = seq;
     const length = memberEnd - memberStart;
-    let inline = length <= INLINE_MEMBER;
-    const base = slot * INLINE_MEMBER;
-    for (let i = 0; inline && i < length; i++) {
-      const c = text.charCodeAt(memberStart + i);
-      if (c > 0xff) inline = false;
-      else this.members[base + i] = c;
+    if (length <= INLINE_MEMBER) {
+      const base = slot * INLINE_MEMBER;
+      for (let i = 0; i < length; i++) this.members[base + i] = bytes[memberStart + i];
+      this.memberLength[slot] = length;
+    } else {
+      this.memberLength[slot] = 0;
+      this.long.set(seq, utf8(bytes, memberStart, memberEnd));
     }
-    if (inline) this.memberLength[slot] = length;
-    else this.long.set(seq, text.slice(memberStart, memberEnd));
   }
 
   private slot(seq: number) {
@@ -154,8 +160,7 @@ export class RecentRing {
     const long = this.long.get(seq);
     if (long !== undefined) return long;
     const base = slot * INLINE_MEMBER;
-    const m = this.members;
-    return Buffer.from(m.buffer, m.byteOffset + base, this.memberLength[slot]).toString('latin1');
+    return utf8(this.members, base, base + this.memberLength[slot]);
   }
 
   /**
@@ -170,9 +175,7 @@ export class RecentRing {
   /** Forgets the oldest entry. */
   private drop() {
     const seq = this.head++;
-    const bucket = this.hashLo[this.start] & BUCKET;
     this.start = this.start + 1 === this.capacity ? 0 : this.start + 1;
-    if (this.newest.get(bucket) === seq) this.newest.delete(bucket);
     if (this.long.size > 0) this.long.delete(seq);
   }
 
@@ -195,23 +198,30 @@ export class RecentRing {
     this.members = moved(this.members, INLINE_MEMBER);
     this.capacity = capacity;
     this.start = 0;
+    // A bigger bucket table, and every chain linked again, oldest first.
+    this.newest = new Float64Array(2 ** Math.ceil(Math.log2(capacity * 2))).fill(-1);
+    for (let seq = this.head; seq < this.tail; seq++) {
+      const slot = seq - this.head;
+      const bucket = this.hashLo[slot] & (this.newest.length - 1);
+      this.prev[slot] = this.newest[bucket];
+      this.newest[bucket] = seq;
+    }
   }
 }
 
-const BUCKET = 0x3fffffff;
 /** The high half of the last {@link hash64}. */
 let hashHigh = 0;
 
 /**
- * A 64-bit hash of `text[start, end)` as two 32-bit halves, from two FNV-1a lanes with different
- * seeds and multipliers, each through Murmur3's finaliser: returns the low half, leaves the high
- * half in `hashHigh` (no allocation per entry).
+ * A 64-bit hash of `bytes[start, end)` as two 32-bit halves, from two FNV-1a lanes with
+ * different seeds and multipliers, each through Murmur3's finaliser: returns the low half, leaves
+ * the high half in `hashHigh` (no allocation per entry).
  */
-function hash64(text: string, start: number, end: number): number {
+function hash64(bytes: Uint8Array, start: number, end: number): number {
   let a = 0x811c9dc5;
   let b = 0x9747b28c;
   for (let i = start; i < end; i++) {
-    const c = text.charCodeAt(i);
+    const c = bytes[i];
     a = Math.imul(a ^ c, 0x01000193);
     b = Math.imul(b ^ c, 0x5bd1e995);
   }
@@ -228,14 +238,18 @@ function finish(h: number): number {
   return h >>> 0;
 }
 
-/** The non-negative integer written in `text[start, end)`. */
-function digits(text: string, start: number, end: number): number {
+/** The non-negative integer written in `bytes[start, end)`. */
+function digits(bytes: Uint8Array, start: number, end: number): number {
   if (start >= end) throw new Error('malformed entry');
   let n = 0;
   for (let i = start; i < end; i++) {
-    const d = text.charCodeAt(i) - 48;
+    const d = bytes[i] - 48;
     if (d < 0 || d > 9) throw new Error('malformed entry');
     n = n * 10 + d;
   }
   return n;
+}
+
+function utf8(bytes: Uint8Array, start: number, end: number): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset + start, end - start).toString('utf8');
 }

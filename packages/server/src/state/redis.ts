@@ -82,7 +82,7 @@ type RedisWithScripts = Redis & {
     ttlMs: number,
     asking: number,
   ): Promise<[number, number, number]>;
-  svcRemember(prefix: string, keep: number, lines: string): Promise<number>;
+  svcRemember(prefix: string, keep: number, lines: Buffer): Promise<number>;
 };
 
 /** Shared state in Redis: every node of a fleet agrees on counters and sees every message. */
@@ -178,9 +178,13 @@ export class RedisState implements SharedState {
     }
   }
 
-  async remember(packed: string, _nowMs: number): Promise<void> {
+  async remember(packed: Uint8Array, _nowMs: number): Promise<void> {
     if (packed.length === 0) return;
-    await this.client.svcRemember(this.prefix, RECENT_MAX_PER_KEY, packed);
+    await this.client.svcRemember(
+      this.prefix,
+      RECENT_MAX_PER_KEY,
+      Buffer.from(packed.buffer, packed.byteOffset, packed.length),
+    );
   }
 
   async recall(key: string, sinceMs: number, limit: number): Promise<Recalled[]> {

@@ -25,12 +25,12 @@ export interface RecentEntry {
 /**
  * Entries in the packed form `remember` takes: per entry `key`, time, lifetime and member,
  * tab-separated, each line ended by a newline (keys and members hold neither tabs nor newlines;
- * times are whole milliseconds).
+ * times are whole milliseconds), as UTF-8 bytes.
  */
-export function packRecent(entries: RecentEntry[]): string {
+export function packRecent(entries: RecentEntry[]): Buffer {
   let packed = '';
   for (const e of entries) packed += `${e.key}\t${e.ms}\t${e.ttlMs}\t${e.member}\n`;
-  return packed;
+  return Buffer.from(packed, 'utf8');
 }
 
 /** A remembered member and its time. */
@@ -67,11 +67,11 @@ export interface SharedState {
    * dropped at any time; at most {@link RECENT_MAX_PER_KEY} are kept per key, and the in-process
    * implementation also bounds its total (oldest first). Redis: one script call per batch.
    *
-   * The entries come packed, one per line as {@link packRecent} writes them: the form a batch
-   * is built in off the redirect's thread, and the one the Redis script reads, so that no
-   * object per entry is made on the way.
+   * The entries come packed, one per line as {@link packRecent} writes them, as UTF-8 bytes: the
+   * form a batch is built in off the redirect's thread (and handed over without a copy), and
+   * the one the Redis script reads, so that no object per entry is made on the way.
    */
-  remember(packed: string, nowMs: number): void | Promise<void>;
+  remember(packed: Uint8Array, nowMs: number): void | Promise<void>;
   /** A key's members whose time is at least `sinceMs`, newest first, at most `limit`. */
   recall(key: string, sinceMs: number, limit: number): Promise<Recalled[]>;
   /** Sends `message` to every subscriber of `channel` on every node, this one included. */

@@ -181,7 +181,12 @@ test('in process, entries survive the ring growing and wrapping, each under its 
 
 test('in process, the ring grows when its oldest entries sit mid-way (after some expired)', () => {
   const ring = new RecentRing(5000);
-  const entry = (i: number, ttlMs: number) => ({ key: `k${i % 97}`, member: `m${i}`, ms: i, ttlMs });
+  const entry = (i: number, ttlMs: number) => ({
+    key: `k${i % 97}`,
+    member: `m${i}`,
+    ms: i,
+    ttlMs,
+  });
   const add = (from: number, n: number, ttlMs: number, nowMs: number) =>
     ring.remember(packRecent(Array.from({ length: n }, (_, i) => entry(from + i, ttlMs))), nowMs);
   add(0, 500, 1000, 0);
@@ -228,7 +233,7 @@ test('in process, long and non-Latin-1 members come back whole; equal times come
 test('in process, a malformed packed entry is refused', () => {
   const ring = new RecentRing(10);
   for (const bad of ['k\t1\t2\n', 'k\tx\t2\tm\n', 'k\t1\t-2\tm\n', 'k\t\t2\tm\n']) {
-    assert.throws(() => ring.remember(bad, 1), /malformed entry/);
+    assert.throws(() => ring.remember(Buffer.from(bad), 1), /malformed entry/);
   }
   assert.throws(() => new RecentRing(0), RangeError);
 });

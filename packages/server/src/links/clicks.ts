@@ -37,8 +37,9 @@ const FIRST_CAPACITY = 64;
 /**
  * Clicks on their way to the store, column by column (see `ClickColumns` in click-batch.mjs):
  * a click is a few numbers in typed arrays, and its link, IP and user agent an index into the
- * batch's tables of distinct ones. Nothing per click is left for the garbage collector on the
- * redirect's thread, which a string or an object per click held for up to `maxDelayMs` was.
+ * batch's tables of distinct ones. So a queued click leaves nothing for the garbage collector on
+ * the redirect's thread (strings and an object per click, held for up to `maxDelayMs`, were
+ * copied by every young-generation collection in that time).
  */
 class Batch implements ClickColumns {
   size = 0;

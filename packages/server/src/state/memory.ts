@@ -7,7 +7,7 @@ import {
   slidingWindowResult,
 } from './state.ts';
 
-/** Entries remembered at most, by default (about 100 bytes each). */
+/** Entries remembered at most, by default (about 120 bytes each). */
 export const MEMORY_MAX_REMEMBERED = 1_000_000;
 
 interface Window {

@@ -24,4 +24,5 @@ export interface ClickColumns {
 export function batchOutput(
   c: ClickColumns,
   key: string,
+  keepPerKey: number,
 ): { rows: string; days: [string, string, number][]; candidates: string };

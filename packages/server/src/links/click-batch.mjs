@@ -85,32 +85,65 @@ const DAY_MS = 86_400_000;
  * - `days`: its clicks counted per link and UTC day: link id, `YYYY-MM-DD`, count;
  * - `candidates`: its mobile clicks as deferred-match candidates, packed as
  *   `SharedState.remember` takes them: candidate key, time, lifetime and `clickId linkId`.
+ *   Only the last `keepPerKey` of a key are among them: a key keeps no more members than that
+ *   (the newest), so older ones of the same batch would be forgotten at once. One visitor
+ *   clicking again and again (or many behind one address and browser) then costs the shared
+ *   state `keepPerKey` entries per batch, not one per click.
+ * A visitor's fingerprint is computed once per batch: clicks carry their IP and user agent as
+ * indexes into the batch's tables, so repeated pairs are found by number.
  * @param {ClickColumns} c
  * @param {string} key from {@link fingerprintKey}
+ * @param {number} keepPerKey see `RECENT_MAX_PER_KEY` (state.ts)
  * @returns {{ rows: string, days: [string, string, number][], candidates: string }}
  */
-export function batchOutput(c, key) {
+export function batchOutput(c, key, keepPerKey) {
   const ids = Buffer.from(c.ids.buffer, c.ids.byteOffset, c.ids.byteLength);
   /** @type {Map<number, [string, string, number]>} */
   const counts = new Map();
+  /** Fingerprints by visitor (IP index and user-agent index). @type {Map<number, string>} */
+  const fingerprints = new Map();
+  /** Each click's fingerprint, and its candidate key when it is a mobile click. @type {string[]} */
+  const clickFingerprints = new Array(c.size);
+  /** @type {(string | undefined)[]} */
+  const clickKeys = new Array(c.size);
+  /** Each candidate key's clicks in the batch, then those still to come. @type {Map<string, number>} */
+  const perKey = new Map();
+  const agents = c.agents.length;
+  for (let i = 0; i < c.size; i++) {
+    const visitor = c.ip[i] * agents + c.agent[i];
+    let fingerprint = fingerprints.get(visitor);
+    if (fingerprint === undefined) {
+      fingerprint = clickFingerprint(key, c.ips[c.ip[i]], c.agents[c.agent[i]]);
+      fingerprints.set(visitor, fingerprint);
+    }
+    clickFingerprints[i] = fingerprint;
+    const platform = c.platform[i];
+    if (platform === PLATFORM_CODES.android || platform === PLATFORM_CODES.ios) {
+      const k = candidateKey(c.projects[c.link[i]], PLATFORMS[platform], fingerprint);
+      clickKeys[i] = k;
+      perKey.set(k, (perKey.get(k) ?? 0) + 1);
+    }
+  }
   let rows = '';
   let candidates = '';
   for (let i = 0; i < c.size; i++) {
     const id = `clk_${ids.toString('latin1', i * ID_CHARS, (i + 1) * ID_CHARS)}`;
     const link = c.link[i];
-    const projectId = c.projects[link];
     const linkId = c.linkIds[link];
-    const platform = PLATFORMS[c.platform[i]];
     const ms = c.times[i];
-    const fingerprint = clickFingerprint(key, c.ips[c.ip[i]], c.agents[c.agent[i]]);
-    rows += `${i === 0 ? '' : '\n'}${id}\t${projectId}\t${linkId}\t${platform}\t${fingerprint}\t${ms}`;
+    rows += `${i === 0 ? '' : '\n'}${id}\t${c.projects[link]}\t${linkId}\t${PLATFORMS[c.platform[i]]}\t${clickFingerprints[i]}\t${ms}`;
     const day = Math.floor(ms / DAY_MS);
     const dayKey = link * 1e6 + day;
     const count = counts.get(dayKey);
     if (count) count[2]++;
     else counts.set(dayKey, [linkId, new Date(day * DAY_MS).toISOString().slice(0, 10), 1]);
-    if (platform === 'android' || platform === 'ios') {
-      candidates += `${candidateKey(projectId, platform, fingerprint)}\t${ms}\t${c.lifetimes[i]}\t${id} ${linkId}\n`;
+    const candidate = clickKeys[i];
+    if (candidate !== undefined) {
+      const toCome = /** @type {number} */ (perKey.get(candidate));
+      perKey.set(candidate, toCome - 1);
+      if (toCome <= keepPerKey) {
+        candidates += `${candidate}\t${ms}\t${c.lifetimes[i]}\t${id} ${linkId}\n`;
+      }
     }
   }
   return { rows, days: [...counts.values()], candidates };

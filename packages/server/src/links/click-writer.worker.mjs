@@ -8,7 +8,7 @@
  * redirect doing it between requests. Plain JavaScript: Node 20 does not hand the TypeScript
  * loader (`--import tsx`) to worker threads.
  *
- * workerData: `{ target, insertLog, upsertDay, fingerprintKey }` (see `Data` below; the two
+ * workerData: `{ target, insertLog, upsertDay, fingerprintKey, keepPerKey }` (see `Data` below; the two
  * statements in the target's dialect).
  * In: `{ id, batch }` (the batch's columns, see `ClickColumns` in click-batch.mjs), or `'close'`.
  * Out: `{ id, candidates }` once written (the mobile clicks as match candidates, packed for
@@ -21,7 +21,13 @@ import { batchOutput } from './click-batch.mjs';
 
 /**
  * @typedef {{ sqlite: string } | { postgres: { url: string, schema?: string } }} Target
- * @typedef {{ target: Target, insertLog: string, upsertDay: string, fingerprintKey: string }} Data
+ * @typedef {{
+ *   target: Target,
+ *   insertLog: string,
+ *   upsertDay: string,
+ *   fingerprintKey: string,
+ *   keepPerKey: number,
+ * }} Data
  * @typedef {{
  *   write(firstMs: number, lastMs: number, rows: string, days: [string, string, number][]):
  *     void | Promise<void>,
@@ -30,7 +36,9 @@ import { batchOutput } from './click-batch.mjs';
  */
 
 const port = /** @type {import('node:worker_threads').MessagePort} */ (parentPort);
-const { target, insertLog, upsertDay, fingerprintKey } = /** @type {Data} */ (workerData);
+const { target, insertLog, upsertDay, fingerprintKey, keepPerKey } = /** @type {Data} */ (
+  workerData
+);
 
 /**
  * One transaction per batch on a connection of its own to the SQLite file.
@@ -111,7 +119,7 @@ async function handle(message) {
   }
   try {
     const { batch } = message;
-    const { rows, days, candidates } = batchOutput(batch, fingerprintKey);
+    const { rows, days, candidates } = batchOutput(batch, fingerprintKey, keepPerKey);
     await writer.write(batch.firstMs, batch.lastMs, rows, days);
     // As bytes, handed over rather than copied: no string of the batch's size on the main heap.
     const bytes = new TextEncoder().encode(candidates);

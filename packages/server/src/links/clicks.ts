@@ -377,7 +377,7 @@ export class ClickRecorder {
   /** Writes the batch's log row and day counts; returns its candidates, packed. */
   private async writeLog(batch: Batch): Promise<Uint8Array> {
     if (this.useThread) return this.writeInThread(batch);
-    const { rows, days, candidates } = batchOutput(batch, this.fingerprintKey);
+    const { rows, days, candidates } = batchOutput(batch, this.fingerprintKey, RECENT_MAX_PER_KEY);
     if (this.store.sqlite) this.writeSqlite(batch, rows, days);
     else await this.writePostgres(batch, rows, days);
     return Buffer.from(candidates, 'utf8');
@@ -445,6 +445,7 @@ class ClickWriterThread {
         insertLog: postgres ? PG_INSERT_LOG : INSERT_LOG,
         upsertDay: postgres ? PG_UPSERT_DAYS : UPSERT_DAY,
         fingerprintKey,
+        keepPerKey: RECENT_MAX_PER_KEY,
       },
     });
     // It keeps the process alive only while a batch is being written.

@@ -2,12 +2,13 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import pino from 'pino';
-import { clickFingerprint } from '../../src/links/click-batch.mjs';
+import { batchOutput, type ClickColumns, clickFingerprint } from '../../src/links/click-batch.mjs';
 import { newClickId } from '../../src/links/click-id.ts';
 import { clickIdTime, findClickLine, MAX_SPAN_MS } from '../../src/links/click-log.ts';
 import { ClickRecorder } from '../../src/links/clicks.ts';
 import { linksMigrations } from '../../src/links/migrations.ts';
 import { MemoryState } from '../../src/state/memory.ts';
+import { RECENT_MAX_PER_KEY } from '../../src/state/state.ts';
 import { openStore, type Store } from '../../src/storage/db.ts';
 import { DIALECTS, freshState, freshStore, LogCapture, REDIS_URL } from '../helpers.ts';
 
@@ -157,6 +158,37 @@ for (const c of cases) {
       assert.equal((await recorder.find(ids[1]))?.fingerprint, one);
     });
 
+    test('one visitor clicking again and again leaves the newest candidates of its key, and every click in the log', async () => {
+      const at = Date.parse('2026-06-02T11:00:00.000Z');
+      const ip = '198.51.100.7';
+      const ids: string[] = [];
+      // Clicks of one visitor in one batch, interleaved with another's, a millisecond apart.
+      for (let i = 0; i < RECENT_MAX_PER_KEY + 30; i++) {
+        const id = newClickId(at + i);
+        ids.push(id);
+        recorder.record(id, 'prj_1', 'lnk_hot', 'android', ip, UA, at + i, HOUR);
+        if (i % 20 === 0) {
+          const other = newClickId(at + i);
+          recorder.record(other, 'prj_1', 'lnk_hot', 'android', '198.51.100.8', UA, at + i, HOUR);
+        }
+      }
+      await recorder.flush();
+      const found = await recorder.candidates('prj_1', 'android', fp(ip), at - HOUR);
+      assert.deepEqual(
+        found.map((f) => f.clickId),
+        ids.slice(-RECENT_MAX_PER_KEY).reverse(),
+        'the newest, newest first',
+      );
+      assert.ok(found.every((f, i) => f.linkId === 'lnk_hot' && f.ms === at + 79 - i));
+      assert.equal(
+        (await recorder.candidates('prj_1', 'android', fp('198.51.100.8'), at - HOUR)).length,
+        4,
+      );
+      // The log keeps them all, with the one fingerprint each.
+      for (const id of ids) assert.equal((await recorder.find(id))?.fingerprint, fp(ip));
+      assert.deepEqual(await dayCount('lnk_hot'), [{ day: '2026-06-02', clicks: 84 }]);
+    });
+
     test('a batch never spans more than the log allows, so a click is found from its id', async () => {
       const at = Date.parse('2026-06-03T10:00:00.000Z');
       const before = await logged();
@@ -303,3 +335,38 @@ for (const dialect of DIALECTS)
       await drop();
     }
   });
+
+test('a batch hands the shared state only the newest candidates of a key', () => {
+  const n = RECENT_MAX_PER_KEY * 3;
+  const at = Date.parse('2026-06-02T12:00:00.000Z');
+  const ids = Array.from({ length: n }, (_, i) => newClickId(at + i));
+  const columns: ClickColumns = {
+    size: n,
+    firstMs: at,
+    lastMs: at + n - 1,
+    ids: Buffer.from(ids.map((id) => id.slice(4)).join(''), 'latin1'),
+    times: Float64Array.from(ids, (_, i) => at + i),
+    lifetimes: new Float64Array(n).fill(HOUR),
+    link: new Uint32Array(n),
+    // Every third click is a desktop one, every fifth from another address.
+    platform: Uint8Array.from(ids, (_, i) => (i % 3 === 0 ? 0 : 1)),
+    ip: Uint32Array.from(ids, (_, i) => (i % 5 === 0 ? 1 : 0)),
+    agent: new Uint32Array(n),
+    projects: ['prj_1'],
+    linkIds: ['lnk_1'],
+    ips: ['192.0.2.1', '192.0.2.2'],
+    agents: [UA],
+  };
+  const { rows, candidates } = batchOutput(columns, KEY, RECENT_MAX_PER_KEY);
+  assert.equal(rows.split('\n').length, n, 'every click is logged');
+  const lines = candidates.trimEnd().split('\n');
+  const of = (ip: string) =>
+    lines
+      .filter((l) => l.startsWith(`links:fp:prj_1:android:${fp(ip)}\t`))
+      .map((l) => l.split('\t')[3].split(' ')[0]);
+  const mobile = (ip: number) => ids.filter((_, i) => i % 3 !== 0 && (i % 5 === 0 ? 1 : 0) === ip);
+  assert.ok(mobile(0).length > RECENT_MAX_PER_KEY);
+  assert.deepEqual(of('192.0.2.1'), mobile(0).slice(-RECENT_MAX_PER_KEY));
+  assert.deepEqual(of('192.0.2.2'), mobile(1));
+  assert.equal(lines.length, RECENT_MAX_PER_KEY + mobile(1).length);
+});

@@ -23,46 +23,133 @@ end
 return {admitted, prev, curr}
 `;
 
-// ARGV[1] the key prefix, ARGV[2] the most members per key, ARGV[3] the entries, one per line:
-// key, time (ms), lifetime (ms) and member, tab-separated. Each key is a sorted set scored by
-// time: members older than their lifetime go, the newest ARGV[2] stay, and the key expires a
-// lifetime after its last write. One call per batch, whatever its size: the lines are split and
-// grouped by key here, so that a key written many times in a batch (one visitor clicking again
-// and again, or many behind one address) costs one ZADD, one trim and one PEXPIRE.
+/**
+ * Remembered entries live in buckets: one sorted set per {@link RECENT_BUCKET_MS} of write time,
+ * whose members (all scored 0) are the entries' own lines, `key\tms\tttl\tmember` with `ms` in
+ * 13 digits, so that a key's entries sit together in lexical order, oldest to newest. A batch
+ * costs Redis one ZADD per bucket (in chunks) and an expiry, whatever its keys: a key per
+ * visitor would cost a key's creation, a ZADD, a trim and an expiry per click (7 µs of Redis
+ * time per Android redirect with every click from another visitor, against about 1 µs so). A
+ * bucket expires once the longest lifetime of what it holds has passed. `recent:meta` holds the
+ * newest write time and the longest lifetime seen, which bound the buckets a recall reads.
+ */
+const RECENT_BUCKET_MS = 300_000;
+
+// ARGV[1] the key prefix, ARGV[2] the write time (ms), ARGV[3] the longest lifetime among the
+// entries (ms), ARGV[4] the most entries per key, ARGV[5] the entries, one per line: key, time
+// (ms), lifetime (ms) and member, tab-separated. The bucket is a hash: a field per key, whose
+// value is that key's entries written in the bucket's time, `ms\tttl\tmember\n` each, oldest
+// first. A batch reads the fields it adds to (HMGET) and writes them (HSET): two calls, in
+// chunks, whatever its size.
 const REMEMBER = `
 local prefix = ARGV[1]
-local keep = tonumber(ARGV[2])
-local groups = {}
-local order = {}
-for key, ms, ttl, member in string.gmatch(ARGV[3], '([^\\t\\n]+)\\t([^\\t\\n]+)\\t([^\\t\\n]+)\\t([^\\t\\n]+)') do
-  local g = groups[key]
-  if not g then
-    g = { args = {}, newest = -1, life = 0 }
-    groups[key] = g
-    order[#order + 1] = key
-  end
-  local t = tonumber(ms)
-  local life = tonumber(ttl)
-  g.args[#g.args + 1] = t
-  g.args[#g.args + 1] = member
-  if t > g.newest then g.newest = t end
-  if life > g.life then g.life = life end
+local now = tonumber(ARGV[2])
+local life = tonumber(ARGV[3])
+local keep = tonumber(ARGV[4])
+local packed = ARGV[5]
+local bucket = prefix .. 'recent:' .. math.floor(now / ${RECENT_BUCKET_MS})
+local values = {}
+local fields = {}
+local pos = 1
+local n = #packed
+while pos <= n do
+  local t1 = string.find(packed, '\\t', pos, true)
+  local nl = string.find(packed, '\\n', pos, true)
+  if not t1 or not nl or t1 > nl then return redis.error_reply('malformed entry') end
+  local field = string.sub(packed, pos, t1 - 1)
+  local value = string.sub(packed, t1 + 1, nl)
+  local v = values[field]
+  if v then values[field] = v .. value else values[field] = value; fields[#fields + 1] = field end
+  pos = nl + 1
 end
-for _, key in ipairs(order) do
-  local g = groups[key]
-  local k = prefix .. key
-  for i = 1, #g.args, 1000 do
-    redis.call('ZADD', k, unpack(g.args, i, math.min(i + 999, #g.args)))
+-- A key's entries beyond the newest \`keep\` are dropped: its oldest lines.
+local function trimmed(v)
+  local lines = 0
+  for _ in string.gmatch(v, '\\n') do lines = lines + 1 end
+  local at = 1
+  while lines > keep do
+    at = string.find(v, '\\n', at, true) + 1
+    lines = lines - 1
   end
-  -- Most keys hold one member (one visitor's click): trimming is only needed past that.
-  if #g.args > 2 or redis.call('ZCARD', k) > 1 then
-    redis.call('ZREMRANGEBYSCORE', k, '-inf', '(' .. (g.newest - g.life))
-    redis.call('ZREMRANGEBYRANK', k, 0, -(keep + 1))
-  end
-  redis.call('PEXPIRE', k, g.life)
+  return string.sub(v, at)
 end
+for i = 1, #fields, 1000 do
+  local chunk = { unpack(fields, i, math.min(i + 999, #fields)) }
+  local old = redis.call('HMGET', bucket, unpack(chunk))
+  local args = {}
+  for j, field in ipairs(chunk) do
+    local v = values[field]
+    if old[j] then v = old[j] .. v end
+    if #v > 200 then v = trimmed(v) end
+    args[#args + 1] = field
+    args[#args + 1] = v
+  end
+  redis.call('HSET', bucket, unpack(args))
+end
+-- Relative to the write: the writer's clock, not Redis's, decides what time it is.
+local ttl = (math.floor(now / ${RECENT_BUCKET_MS}) + 1) * ${RECENT_BUCKET_MS} + life - now
+if redis.call('PEXPIRE', bucket, ttl, 'NX') == 0 then
+  redis.call('PEXPIRE', bucket, ttl, 'GT')
+end
+local meta = prefix .. 'recent:meta'
+local seen = redis.call('HMGET', meta, 'newest', 'life')
+if not seen[1] or tonumber(seen[1]) < now then redis.call('HSET', meta, 'newest', now) end
+if not seen[2] or tonumber(seen[2]) < life then redis.call('HSET', meta, 'life', life) end
 return 0
 `;
+
+// ARGV[1] the key prefix, ARGV[2] the key, ARGV[3] since (ms). Returns the key's entries in
+// the buckets that may hold live ones (member, ms, lifetime, flattened), and the newest write
+// time last: the caller sorts, filters and cuts.
+const RECALL = `
+local prefix = ARGV[1]
+local key = ARGV[2]
+local since = tonumber(ARGV[3])
+local meta = redis.call('HMGET', prefix .. 'recent:meta', 'newest', 'life')
+if not meta[1] then return {} end
+local newest = tonumber(meta[1])
+local life = tonumber(meta[2])
+local from = math.floor(newest / ${RECENT_BUCKET_MS})
+local to = math.floor(math.max(since, newest - life) / ${RECENT_BUCKET_MS})
+local out = {}
+for b = from, to, -1 do
+  local v = redis.call('HGET', prefix .. 'recent:' .. b, key)
+  if v then
+    for ms, ttl, member in string.gmatch(v, '([^\\t\\n]*)\\t([^\\t\\n]*)\\t([^\\n]*)\\n') do
+      out[#out + 1] = member
+      out[#out + 1] = ms
+      out[#out + 1] = ttl
+    end
+  end
+end
+out[#out + 1] = meta[1]
+return out
+`;
+
+/**
+ * The longest lifetime (third field) among packed entries: a scan of the bytes for the third
+ * tab of each line, with no string made.
+ */
+function longestLifetime(packed: Buffer): number {
+  let longest = 0;
+  let pos = 0;
+  while (pos < packed.length) {
+    const t1 = packed.indexOf(9, pos);
+    const t2 = t1 === -1 ? -1 : packed.indexOf(9, t1 + 1);
+    const t3 = t2 === -1 ? -1 : packed.indexOf(9, t2 + 1);
+    const nl = packed.indexOf(10, pos);
+    if (t3 === -1 || nl === -1 || t3 > nl) throw new Error('malformed entry');
+    let life = 0;
+    for (let i = t2 + 1; i < t3; i++) {
+      const digit = packed[i] - 48;
+      if (digit < 0 || digit > 9) throw new Error('malformed entry');
+      life = life * 10 + digit;
+    }
+    if (life > longest) longest = life;
+    pos = nl + 1;
+  }
+  return longest;
+}
 
 /** Requests for one bucket that arrived in one turn of the event loop, decided by one script call. */
 interface RateLimitBatch {
@@ -82,7 +169,14 @@ type RedisWithScripts = Redis & {
     ttlMs: number,
     asking: number,
   ): Promise<[number, number, number]>;
-  svcRemember(prefix: string, keep: number, lines: Buffer): Promise<number>;
+  svcRemember(
+    prefix: string,
+    nowMs: number,
+    lifeMs: number,
+    keep: number,
+    lines: Buffer,
+  ): Promise<number>;
+  svcRecall(prefix: string, key: string, sinceMs: number): Promise<string[]>;
 };
 
 /** Shared state in Redis: every node of a fleet agrees on counters and sees every message. */
@@ -106,6 +200,7 @@ export class RedisState implements SharedState {
     this.client = new Redis(url, options) as RedisWithScripts;
     this.client.defineCommand('svcSlidingWindow', { numberOfKeys: 2, lua: SLIDING_WINDOW });
     this.client.defineCommand('svcRemember', { numberOfKeys: 0, lua: REMEMBER });
+    this.client.defineCommand('svcRecall', { numberOfKeys: 0, lua: RECALL });
     this.subscriber = new Redis(url, { ...options, enableAutoPipelining: false });
     this.subscriber.on('message', (channel: string, message: string) => {
       const set = this.handlers.get(channel);
@@ -178,29 +273,38 @@ export class RedisState implements SharedState {
     }
   }
 
-  async remember(packed: Uint8Array, _nowMs: number): Promise<void> {
+  async remember(packed: Uint8Array, nowMs: number): Promise<void> {
     if (packed.length === 0) return;
+    const bytes = Buffer.from(packed.buffer, packed.byteOffset, packed.length);
     await this.client.svcRemember(
       this.prefix,
+      nowMs,
+      longestLifetime(bytes),
       RECENT_MAX_PER_KEY,
-      Buffer.from(packed.buffer, packed.byteOffset, packed.length),
+      bytes,
     );
   }
 
+  /**
+   * The key's newest {@link RECENT_MAX_PER_KEY} entries are its members (a key is not trimmed
+   * in Redis: its older entries are skipped here, and go with their bucket); of those, the ones
+   * at least `sinceMs` and still live as of the newest write, newest first.
+   */
   async recall(key: string, sinceMs: number, limit: number): Promise<Recalled[]> {
-    const flat = await this.client.zrevrangebyscore(
-      this.prefix + key,
-      '+inf',
-      sinceMs,
-      'WITHSCORES',
-      'LIMIT',
-      0,
-      limit,
-    );
-    const found: Recalled[] = [];
-    for (let i = 0; i < flat.length; i += 2)
-      found.push({ member: flat[i], ms: Number(flat[i + 1]) });
-    return found;
+    const flat = await this.client.svcRecall(this.prefix, key, sinceMs);
+    if (flat.length === 0) return [];
+    const newest = Number(flat[flat.length - 1]);
+    const entries: { member: string; ms: number; live: boolean }[] = [];
+    for (let i = 0; i + 2 < flat.length; i += 3) {
+      const ms = Number(flat[i + 1]);
+      entries.push({ member: flat[i], ms, live: ms + Number(flat[i + 2]) > newest });
+    }
+    entries.sort((a, b) => b.ms - a.ms);
+    return entries
+      .slice(0, RECENT_MAX_PER_KEY)
+      .filter((e) => e.live && e.ms >= sinceMs)
+      .slice(0, limit)
+      .map(({ member, ms }) => ({ member, ms }));
   }
 
   async publish(channel: string, message: string) {

@@ -106,17 +106,53 @@ for (const kind of KINDS) {
     });
 
     test('a key keeps its newest members only', async () => {
+      // After the previous test's writes: time does not go back for a state.
+      const t1 = t0 + 3 * 3_600_000;
       const entries = Array.from({ length: RECENT_MAX_PER_KEY + 7 }, (_, i) => ({
         key: 'fp:many',
         member: `clk_${i}`,
-        ms: t0 + i,
+        ms: t1 + i,
         ttlMs: 60_000,
       }));
-      await state.remember(packRecent(entries), t0 + entries.length);
+      await state.remember(packRecent(entries), t1 + entries.length);
       const kept = await state.recall('fp:many', 0, 1000);
       assert.equal(kept.length, RECENT_MAX_PER_KEY);
       assert.equal(kept[0].member, `clk_${entries.length - 1}`);
       assert.equal(kept.at(-1)!.member, 'clk_7');
+    });
+
+    test('entries written over hours come back newest first, the expired ones left out', async () => {
+      const t2 = t0 + 10 * 3_600_000;
+      const minute = 60_000;
+      // One write every 4 minutes for 80 minutes, each with an entry of two keys.
+      for (let k = 0; k <= 20; k++) {
+        const ms = t2 + k * 4 * minute;
+        await state.remember(
+          packRecent([
+            { key: 'fp:spread', member: `clk_${k}`, ms, ttlMs: 60 * minute },
+            { key: 'fp:other', member: `clk_o${k}`, ms, ttlMs: 60 * minute },
+          ]),
+          ms,
+        );
+      }
+      const live = (await state.recall('fp:spread', 0, 50)).map((r) => r.member);
+      // As of the last write (minute 80), what is older than an hour is gone.
+      assert.deepEqual(
+        live,
+        Array.from({ length: 15 }, (_, i) => `clk_${20 - i}`),
+      );
+      assert.deepEqual(
+        await state.recall('fp:spread', t2 + 60 * minute, 3),
+        [20, 19, 18].map((k) => ({ member: `clk_${k}`, ms: t2 + k * 4 * minute })),
+      );
+      assert.equal((await state.recall('fp:other', t2 + 79 * minute, 50)).length, 1);
+    });
+
+    test('a malformed packed entry is refused', async () => {
+      await assert.rejects(
+        async () => state.remember(Buffer.from('k\t1\tm\n'), t0),
+        /malformed entry/,
+      );
     });
   });
 }

@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Fastify from 'fastify';
+import { Redis } from 'ioredis';
 import pg from 'pg';
 import { buildApp } from '../packages/server/src/app.ts';
 import { loadConfig } from '../packages/server/src/config.ts';
@@ -73,6 +74,13 @@ if (mode === 'bare') {
   close = async () => {
     await app.close();
     fs.rmSync(dataDir, { recursive: true, force: true });
+    if (config.redisUrl) {
+      // Many visitors leave many candidates behind: delete what this run wrote.
+      const redis = new Redis(config.redisUrl);
+      const stream = redis.scanStream({ match: `${config.redisPrefix}*`, count: 1000 });
+      for await (const keys of stream) if (keys.length > 0) await redis.unlink(...keys);
+      await redis.quit();
+    }
     if (pgSchema) {
       const client = new pg.Client({ connectionString: config.databaseUrl });
       await client.connect();

@@ -1,4 +1,5 @@
 import { cpuRatio, fmt, type Measured, measure, median, rpsRatio, startChild } from './lib.ts';
+import { measureVisitors } from './visitors.ts';
 
 interface ServerInfo {
   port: number;
@@ -41,74 +42,96 @@ export async function run(): Promise<string> {
       { DATABASE_URL: process.env.DATABASE_URL, REDIS_URL: process.env.REDIS_URL },
     ]);
   }
+  /**
+   * One visitor: every request the same bytes (autocannon), so a batch holds one IP and agent,
+   * one fingerprint to hash and one candidate key. Many visitors: every request from another
+   * address (`X-Forwarded-For` through a trusted proxy, bench/visitors.ts), each click its own
+   * fingerprint and key: what a link shared widely sees.
+   */
+  const traffics = [
+    {
+      name: 'one visitor',
+      env: {},
+      load: (url: string, ua: string, s: number) => measure(url, { 'user-agent': ua }, s),
+    },
+    {
+      name: 'many visitors',
+      env: { SVC_TRUST_PROXY: '127.0.0.1' },
+      load: (url: string, ua: string, s: number) => measureVisitors(url, ua, s),
+    },
+  ];
   for (const [backend, env] of backends) {
-    // Two processes of each kind, alternating by round: a process's own luck (where its heap and
-    // code landed, what its JIT decided) moved one process's cost by up to 20% against a twin's.
-    const pairs = await Promise.all(
-      [0, 1].map(async () => {
-        const [bare, svc] = await Promise.all([
-          startChild<ServerInfo>('bench/links-server.ts', { LINKS_BENCH_MODE: 'bare' }),
-          startChild<ServerInfo>('bench/links-server.ts', {
-            LINKS_BENCH_MODE: 'svc',
-            SVC_SECRET: 'bench-secret',
-            SVC_ADMIN_TOKEN: 'bench-admin',
-            ...env,
-          }),
-        ]);
-        return {
-          bare,
-          svc,
-          bareUrl: `http://127.0.0.1:${bare.info.port}${bare.info.path}`,
-          inAppUrl: `http://127.0.0.1:${svc.info.port}/__bench/bare/x`,
-          svcUrl: `http://127.0.0.1:${svc.info.port}${svc.info.path}`,
-        };
-      }),
-    );
-    try {
-      for (const [name, ua] of Object.entries(UA)) {
-        let location = '';
-        for (const p of pairs) {
-          await oneRedirect(p.bareUrl, ua);
-          await oneRedirect(p.inAppUrl, ua);
-          location = await oneRedirect(p.svcUrl, ua);
-          for (const url of [p.bareUrl, p.inAppUrl, p.svcUrl]) {
-            await measure(url, { 'user-agent': ua }, 1);
+    for (const traffic of traffics) {
+      // Two processes of each kind, alternating by round: a process's own luck (where its heap
+      // and code landed, what its JIT decided) moved one process's cost by up to 20% against a
+      // twin's.
+      const pairs = await Promise.all(
+        [0, 1].map(async () => {
+          const [bare, svc] = await Promise.all([
+            startChild<ServerInfo>('bench/links-server.ts', { LINKS_BENCH_MODE: 'bare' }),
+            startChild<ServerInfo>('bench/links-server.ts', {
+              LINKS_BENCH_MODE: 'svc',
+              SVC_SECRET: 'bench-secret',
+              SVC_ADMIN_TOKEN: 'bench-admin',
+              ...env,
+              ...traffic.env,
+            }),
+          ]);
+          return {
+            bare,
+            svc,
+            bareUrl: `http://127.0.0.1:${bare.info.port}${bare.info.path}`,
+            inAppUrl: `http://127.0.0.1:${svc.info.port}/__bench/bare/x`,
+            svcUrl: `http://127.0.0.1:${svc.info.port}${svc.info.path}`,
+          };
+        }),
+      );
+      try {
+        for (const [name, ua] of Object.entries(UA)) {
+          let location = '';
+          for (const p of pairs) {
+            await oneRedirect(p.bareUrl, ua);
+            await oneRedirect(p.inAppUrl, ua);
+            location = await oneRedirect(p.svcUrl, ua);
+            for (const url of [p.bareUrl, p.inAppUrl, p.svcUrl]) await traffic.load(url, ua, 1);
           }
-        }
-        const b: Measured[] = [];
-        const a: Measured[] = [];
-        const m: Measured[] = [];
-        for (let i = 0; i < rounds; i++) {
-          const p = pairs[i % pairs.length];
-          b.push(await measure(p.bareUrl, { 'user-agent': ua }, seconds));
-          a.push(await measure(p.inAppUrl, { 'user-agent': ua }, seconds));
-          m.push(await measure(p.svcUrl, { 'user-agent': ua }, seconds));
-        }
-        for (const r of m) {
-          const redirects = r.statuses['302'] ?? 0;
-          if (redirects < r.total * 0.99) {
-            throw new Error(`${backend} ${name}: only ${redirects} of ${r.total} answers were 302`);
+          const b: Measured[] = [];
+          const a: Measured[] = [];
+          const m: Measured[] = [];
+          for (let i = 0; i < rounds; i++) {
+            const p = pairs[i % pairs.length];
+            b.push(await traffic.load(p.bareUrl, ua, seconds));
+            a.push(await traffic.load(p.inAppUrl, ua, seconds));
+            m.push(await traffic.load(p.svcUrl, ua, seconds));
           }
+          for (const r of m) {
+            const redirects = r.statuses['302'] ?? 0;
+            if (redirects < r.total * 0.99) {
+              throw new Error(
+                `${backend} ${name}: only ${redirects} of ${r.total} answers were 302`,
+              );
+            }
+          }
+          const rps = (x: Measured[]) => fmt(median(x.map((r) => r.requestsPerSecond)));
+          const cpu = (x: Measured[]) => fmt(median(x.map((r) => r.cpuMicrosPerRequest)));
+          const p99 = (x: Measured[]) => fmt(median(x.map((r) => r.p99Ms)));
+          const vsBare = rpsRatio(m, b);
+          rows.push(
+            `| ${backend} | ${traffic.name} | ${name} → ${new URL(location).host} | ${rps(b)} (${cpu(b)} µs) | ${rps(a)} (${cpu(a)} µs) | ${rps(m)} (${cpu(m)} µs) | **${fmt(vsBare, 2)}** (CPU ${fmt(cpuRatio(m, b), 2)}) | ${fmt(rpsRatio(a, b), 2)} (CPU ${fmt(cpuRatio(a, b), 2)}) | ${fmt(rpsRatio(m, a), 2)} (CPU ${fmt(cpuRatio(m, a), 2)}) | ${p99(b)} / ${p99(m)} | ≥ ${target} ${vsBare >= target ? '✅' : '❌'} |`,
+          );
         }
-        const rps = (x: Measured[]) => fmt(median(x.map((r) => r.requestsPerSecond)));
-        const cpu = (x: Measured[]) => fmt(median(x.map((r) => r.cpuMicrosPerRequest)));
-        const p99 = (x: Measured[]) => fmt(median(x.map((r) => r.p99Ms)));
-        const vsBare = rpsRatio(m, b);
-        rows.push(
-          `| ${backend} | ${name} → ${new URL(location).host} | ${rps(b)} (${cpu(b)} µs) | ${rps(a)} (${cpu(a)} µs) | ${rps(m)} (${cpu(m)} µs) | **${fmt(vsBare, 2)}** (CPU ${fmt(cpuRatio(m, b), 2)}) | ${fmt(rpsRatio(a, b), 2)} (CPU ${fmt(cpuRatio(a, b), 2)}) | ${fmt(rpsRatio(m, a), 2)} (CPU ${fmt(cpuRatio(m, a), 2)}) | ${p99(b)} / ${p99(m)} | ≥ ${target} ${vsBare >= target ? '✅' : '❌'} |`,
-        );
+      } finally {
+        await Promise.all(pairs.flatMap((p) => [p.bare.stop(), p.svc.stop()]));
       }
-    } finally {
-      await Promise.all(pairs.flatMap((p) => [p.bare.stop(), p.svc.stop()]));
     }
   }
   return [
     '### Links: short-link redirect vs a bare Fastify redirect',
     '',
-    `50 connections, ${rounds} alternating rounds of ${seconds} s per server after a 1 s warm-up (medians), autocannon in the bench process, servers in child processes: two of each kind, taking turns by round, so that one process's luck does not decide the result. req/s with server CPU µs per request in brackets (process.cpuUsage; steadier than req/s on a shared machine). Every Svc redirect records a click (queued, written in batches by a writer thread, whose CPU time counts here too; Redis's does not). "In-app bare" is the bare handler mounted inside the Svc app: the platform's own per-request cost.`,
+    `50 connections, ${rounds} alternating rounds of ${seconds} s per server after a 1 s warm-up (medians), the client in the bench process (autocannon for one visitor; for many visitors bench/visitors.ts, every request from another address through a trusted proxy, the servers started with SVC_TRUST_PROXY=127.0.0.1), servers in child processes: two of each kind, taking turns by round, so that one process's luck does not decide the result. req/s with server CPU µs per request in brackets (process.cpuUsage; steadier than req/s on a shared machine). Every Svc redirect records a click (queued, written in batches by a writer thread, whose CPU time counts here too; Redis's does not). "In-app bare" is the bare handler mounted inside the Svc app: the platform's own per-request cost.`,
     '',
-    '| store | request | bare Fastify | in-app bare | Svc redirect | Svc / bare | in-app bare / bare | Svc / in-app bare | p99 ms (bare / Svc) | target (Svc / bare req/s) |',
-    '|---|---|---|---|---|---|---|---|---|---|',
+    '| store | traffic | request | bare Fastify | in-app bare | Svc redirect | Svc / bare | in-app bare / bare | Svc / in-app bare | p99 ms (bare / Svc) | target (Svc / bare req/s) |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows,
   ].join('\n');
 }

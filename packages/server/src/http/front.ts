@@ -37,6 +37,28 @@ export interface FastFrontOptions {
   enabled: boolean;
 }
 
+/** Proxies remembered as trusted, at most: more than a deployment has. */
+const TRUSTED_REMEMBERED = 256;
+
+/**
+ * `proxy-addr`'s trust check for `list`, remembering the addresses it found trusted. Behind a
+ * proxy, every request asks about that proxy's address first: parsing it each time cost about
+ * half a microsecond per request. Untrusted addresses (clients, many and mostly new) are checked
+ * each time and not kept. `proxy-addr`'s compiled checks ignore the hop index, so the answer for
+ * an address is always the same.
+ */
+function rememberTrusted(list: string[]): (address: string, hop: number) => boolean {
+  const check = proxyAddr.compile(list);
+  const trusted = new Set<string>();
+  return (address, hop) => {
+    if (trusted.has(address)) return true;
+    if (!check(address, hop)) return false;
+    if (trusted.size >= TRUSTED_REMEMBERED) trusted.clear();
+    trusted.add(address);
+    return true;
+  };
+}
+
 /**
  * The server's front: public GET routes whose answers are usually in memory (a short-link
  * redirect) are answered here, from the raw request, ahead of Fastify's routing, hooks and
@@ -59,7 +81,7 @@ export class FastFront {
   private trust: ((address: string, hop: number) => boolean) | null;
 
   constructor(private options: FastFrontOptions) {
-    this.trust = options.trustProxy.length > 0 ? proxyAddr.compile(options.trustProxy) : null;
+    this.trust = options.trustProxy.length > 0 ? rememberTrusted(options.trustProxy) : null;
   }
 
   /**

@@ -30,7 +30,8 @@ async function oneRedirect(url: string, userAgent: string) {
  */
 export async function run(): Promise<string> {
   const target = 0.8;
-  const rounds = 6;
+  const processes = 4;
+  const rounds = 8;
   const seconds = 3;
   const rows: string[] = [];
   const backends: [string, Record<string, string>][] = [
@@ -62,11 +63,13 @@ export async function run(): Promise<string> {
   ];
   for (const [backend, env] of backends) {
     for (const traffic of traffics) {
-      // Two processes of each kind, alternating by round: a process's own luck (where its heap
-      // and code landed, what its JIT decided) moved one process's cost by up to 20% against a
-      // twin's.
+      // Four processes of each kind, taking turns by round: a process can be slower than its
+      // twin for its whole life, every function alike (the in-app bare route included), by up
+      // to 30% — with V8's pretenuring off, and with the server pinned to one core and the
+      // client to the other (so not where the scheduler put it). With two of each, both Svc
+      // processes of a pass were slow in one run of 2026-11-26.
       const pairs = await Promise.all(
-        [0, 1].map(async () => {
+        Array.from({ length: processes }, async () => {
           const [bare, svc] = await Promise.all([
             startChild<ServerInfo>('bench/links-server.ts', { LINKS_BENCH_MODE: 'bare' }),
             startChild<ServerInfo>('bench/links-server.ts', {
@@ -128,7 +131,7 @@ export async function run(): Promise<string> {
   return [
     '### Links: short-link redirect vs a bare Fastify redirect',
     '',
-    `50 connections, ${rounds} alternating rounds of ${seconds} s per server after a 1 s warm-up (medians), the client in the bench process (autocannon for one visitor; for many visitors bench/visitors.ts, every request from another address through a trusted proxy, the servers started with SVC_TRUST_PROXY=127.0.0.1), servers in child processes: two of each kind, taking turns by round, so that one process's luck does not decide the result. req/s with server CPU µs per request in brackets (process.cpuUsage; steadier than req/s on a shared machine). Every Svc redirect records a click (queued, written in batches by a writer thread, whose CPU time counts here too; Redis's does not). "In-app bare" is the bare handler mounted inside the Svc app: the platform's own per-request cost.`,
+    `50 connections, ${rounds} alternating rounds of ${seconds} s per server after a 1 s warm-up (medians), the client in the bench process (autocannon for one visitor; for many visitors bench/visitors.ts, every request from another address through a trusted proxy, the servers started with SVC_TRUST_PROXY=127.0.0.1), servers in child processes: ${processes} of each kind, taking turns by round, so that one process's luck does not decide the result. req/s with server CPU µs per request in brackets (process.cpuUsage; steadier than req/s on a shared machine). Every Svc redirect records a click (queued, written in batches by a writer thread, whose CPU time counts here too; Redis's does not). "In-app bare" is the bare handler mounted inside the Svc app: the platform's own per-request cost.`,
     '',
     '| store | traffic | request | bare Fastify | in-app bare | Svc redirect | Svc / bare | in-app bare / bare | Svc / in-app bare | p99 ms (bare / Svc) | target (Svc / bare req/s) |',
     '|---|---|---|---|---|---|---|---|---|---|---|',

@@ -106,12 +106,12 @@ local prefix = ARGV[1]
 local key = ARGV[2]
 local since = tonumber(ARGV[3])
 local meta = redis.call('HMGET', prefix .. 'recent:meta', 'newest', 'life')
-if not meta[1] then return {} end
-local newest = tonumber(meta[1])
-local life = tonumber(meta[2])
+local out = {}
+local newest = tonumber(meta[1] or '0')
+local life = tonumber(meta[2] or '0')
 local from = math.floor(newest / ${RECENT_BUCKET_MS})
 local to = math.floor(math.max(since, newest - life) / ${RECENT_BUCKET_MS})
-local out = {}
+if not meta[1] then to = from + 1 end
 for b = from, to, -1 do
   local v = redis.call('HGET', prefix .. 'recent:' .. b, key)
   if v then
@@ -122,7 +122,15 @@ for b = from, to, -1 do
     end
   end
 end
-out[#out + 1] = meta[1]
+-- Entries the previous version remembered, a sorted set per key scored by time (until
+-- 2026-11-26): read until they expire, as live as their key.
+local before = redis.call('ZREVRANGEBYSCORE', prefix .. key, '+inf', since, 'WITHSCORES', 'LIMIT', 0, ${RECENT_MAX_PER_KEY})
+for i = 1, #before, 2 do
+  out[#out + 1] = before[i]
+  out[#out + 1] = before[i + 1]
+  out[#out + 1] = '${Number.MAX_SAFE_INTEGER}'
+end
+out[#out + 1] = meta[1] or '0'
 return out
 `;
 
@@ -292,7 +300,6 @@ export class RedisState implements SharedState {
    */
   async recall(key: string, sinceMs: number, limit: number): Promise<Recalled[]> {
     const flat = await this.client.svcRecall(this.prefix, key, sinceMs);
-    if (flat.length === 0) return [];
     const newest = Number(flat[flat.length - 1]);
     const entries: { member: string; ms: number; live: boolean }[] = [];
     for (let i = 0; i + 2 < flat.length; i += 3) {

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { MemoryState } from '../../src/state/memory.ts';
 import { RecentRing } from '../../src/state/recent.ts';
+import type { RedisState } from '../../src/state/redis.ts';
 import { packRecent, RECENT_MAX_PER_KEY } from '../../src/state/state.ts';
 import { freshState, REDIS_URL } from '../helpers.ts';
 
@@ -298,5 +299,30 @@ test('a second Redis state with the same prefix sees the same counters and messa
   } finally {
     await two.state.close();
     await one.drop();
+  }
+});
+
+test('Redis still recalls candidates the previous version remembered (a sorted set per key)', {
+  skip: !REDIS_URL && 'needs REDIS_URL',
+}, async () => {
+  const { state, prefix, drop } = freshState('redis');
+  try {
+    const t = Date.parse('2026-06-01T00:00:00.000Z');
+    const redis = (state as RedisState).redis;
+    await redis.zadd(`${prefix}fp:old`, t, 'clk_old1 lnk_1', t + 2000, 'clk_old2 lnk_1');
+    // Before anything is remembered the new way, and after.
+    assert.deepEqual(await state.recall('fp:old', t + 1000, 5), [
+      { member: 'clk_old2 lnk_1', ms: t + 2000 },
+    ]);
+    await state.remember(
+      packRecent([{ key: 'fp:old', member: 'clk_new lnk_2', ms: t + 3000, ttlMs: 3_600_000 }]),
+      t + 3000,
+    );
+    assert.deepEqual(
+      (await state.recall('fp:old', t, 5)).map((r) => r.member),
+      ['clk_new lnk_2', 'clk_old2 lnk_1', 'clk_old1 lnk_1'],
+    );
+  } finally {
+    await drop();
   }
 });

@@ -8,8 +8,8 @@
  * redirect doing it between requests. Plain JavaScript: Node 20 does not hand the TypeScript
  * loader (`--import tsx`) to worker threads.
  *
- * workerData: `{ target, insertLog, upsertDay, fingerprintKey, keepPerKey }` (see `Data` below; the two
- * statements in the target's dialect).
+ * workerData: `{ target, insertLog, upsertDay, fingerprintKey, keepPerKey }` (see `Data` below;
+ * the two statements in the target's dialect).
  * In: `{ id, batch }` (the batch's columns, see `ClickColumns` in click-batch.mjs), or `'close'`.
  * Out: `{ id, candidates }` once written (the mobile clicks as match candidates, packed for
  * `SharedState.remember`: UTF-8 bytes, transferred), or `{ id, error }`.

@@ -24,14 +24,13 @@ return {admitted, prev, curr}
 `;
 
 /**
- * Remembered entries live in buckets: one sorted set per {@link RECENT_BUCKET_MS} of write time,
- * whose members (all scored 0) are the entries' own lines, `key\tms\tttl\tmember` with `ms` in
- * 13 digits, so that a key's entries sit together in lexical order, oldest to newest. A batch
- * costs Redis one ZADD per bucket (in chunks) and an expiry, whatever its keys: a key per
- * visitor would cost a key's creation, a ZADD, a trim and an expiry per click (7 µs of Redis
- * time per Android redirect with every click from another visitor, against about 1 µs so). A
- * bucket expires once the longest lifetime of what it holds has passed. `recent:meta` holds the
- * newest write time and the longest lifetime seen, which bound the buckets a recall reads.
+ * Remembered entries live in buckets: one hash per {@link RECENT_BUCKET_MS} of write time, with a
+ * field per key (see REMEMBER). A batch costs Redis two calls per bucket (in chunks) and an
+ * expiry, whatever its keys: a key per visitor cost a key's creation, a ZADD, a trim and an
+ * expiry per click (7 µs of Redis time per Android redirect with every click from another
+ * visitor, against about 2 µs so). A bucket expires once the longest lifetime of what it holds
+ * has passed. `recent:meta` holds the newest write time and the longest lifetime seen, which
+ * bound the buckets a recall reads.
  */
 const RECENT_BUCKET_MS = 300_000;
 
@@ -111,6 +110,7 @@ local newest = tonumber(meta[1] or '0')
 local life = tonumber(meta[2] or '0')
 local from = math.floor(newest / ${RECENT_BUCKET_MS})
 local to = math.floor(math.max(since, newest - life) / ${RECENT_BUCKET_MS})
+-- Nothing written in buckets yet: no bucket to read.
 if not meta[1] then to = from + 1 end
 for b = from, to, -1 do
   local v = redis.call('HGET', prefix .. 'recent:' .. b, key)

@@ -1,4 +1,13 @@
-import { cpuRatio, fmt, type Measured, measure, median, rpsRatio, startChild } from './lib.ts';
+import {
+  cpuRatio,
+  fmt,
+  type Measured,
+  measure,
+  median,
+  rpsRatio,
+  spinning,
+  startChild,
+} from './lib.ts';
 import { measureVisitors } from './visitors.ts';
 
 interface ServerInfo {
@@ -53,12 +62,12 @@ export async function run(): Promise<string> {
     {
       name: 'one visitor',
       env: {},
-      load: (url: string, ua: string, s: number) => measure(url, { 'user-agent': ua }, s),
+      load: (url: string, ua: string, s: number) => spinning(measure(url, { 'user-agent': ua }, s)),
     },
     {
       name: 'many visitors',
       env: { SVC_TRUST_PROXY: '127.0.0.1' },
-      load: (url: string, ua: string, s: number) => measureVisitors(url, ua, s),
+      load: (url: string, ua: string, s: number) => spinning(measureVisitors(url, ua, s)),
     },
   ];
   for (const [backend, env] of backends) {

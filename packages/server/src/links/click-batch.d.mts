@@ -26,3 +26,4 @@ export function batchOutput(
   key: string,
   keepPerKey: number,
 ): { rows: string; days: [string, string, number][]; candidates: string };
+export function candidateBytes(text: string): Uint8Array;

@@ -17,7 +17,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import SQLite from 'better-sqlite3';
 import pg from 'pg';
-import { batchOutput } from './click-batch.mjs';
+import { batchOutput, candidateBytes } from './click-batch.mjs';
 
 /**
  * @typedef {{ sqlite: string } | { postgres: { url: string, schema?: string } }} Target
@@ -122,7 +122,7 @@ async function handle(message) {
     const { rows, days, candidates } = batchOutput(batch, fingerprintKey, keepPerKey);
     await writer.write(batch.firstMs, batch.lastMs, rows, days);
     // As bytes, handed over rather than copied: no string of the batch's size on the main heap.
-    const bytes = new TextEncoder().encode(candidates);
+    const bytes = candidateBytes(candidates);
     port.postMessage({ id: message.id, candidates: bytes }, [bytes.buffer]);
   } catch (err) {
     port.postMessage({ id: message.id, error: String(err) });

@@ -8,6 +8,7 @@ import type { Store } from '../storage/db.ts';
 import {
   batchOutput,
   type ClickColumns,
+  candidateBytes,
   candidateKey,
   clickFingerprint,
   ID_CHARS,
@@ -380,7 +381,7 @@ export class ClickRecorder {
     const { rows, days, candidates } = batchOutput(batch, this.fingerprintKey, RECENT_MAX_PER_KEY);
     if (this.store.sqlite) this.writeSqlite(batch, rows, days);
     else await this.writePostgres(batch, rows, days);
-    return Buffer.from(candidates, 'utf8');
+    return candidateBytes(candidates);
   }
 
   private async writeInThread(batch: Batch): Promise<Uint8Array> {

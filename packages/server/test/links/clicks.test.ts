@@ -2,7 +2,12 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import pino from 'pino';
-import { batchOutput, type ClickColumns, clickFingerprint } from '../../src/links/click-batch.mjs';
+import {
+  batchOutput,
+  type ClickColumns,
+  candidateBytes,
+  clickFingerprint,
+} from '../../src/links/click-batch.mjs';
 import { newClickId } from '../../src/links/click-id.ts';
 import { clickIdTime, findClickLine, MAX_SPAN_MS } from '../../src/links/click-log.ts';
 import { ClickRecorder } from '../../src/links/clicks.ts';
@@ -369,4 +374,60 @@ test('a batch hands the shared state only the newest candidates of a key', () =>
   assert.deepEqual(of('192.0.2.1'), mobile(0).slice(-RECENT_MAX_PER_KEY));
   assert.deepEqual(of('192.0.2.2'), mobile(1));
   assert.equal(lines.length, RECENT_MAX_PER_KEY + mobile(1).length);
+});
+
+test('a batch keys candidates by project, platform and visitor, not by link', () => {
+  // Clicks of one visitor on links of two projects, from Android and iOS, in turn.
+  const links = [0, 1, 2, 0, 1, 2, 0, 1];
+  const platforms = [1, 2, 1, 1, 2, 2, 2, 1];
+  const n = links.length;
+  const at = Date.parse('2026-06-02T12:00:00.000Z');
+  const ids = Array.from({ length: n }, (_, i) => newClickId(at + i));
+  const columns: ClickColumns = {
+    size: n,
+    firstMs: at,
+    lastMs: at + n - 1,
+    ids: Buffer.from(ids.map((id) => id.slice(4)).join(''), 'latin1'),
+    times: Float64Array.from(ids, (_, i) => at + i),
+    lifetimes: new Float64Array(n).fill(HOUR),
+    link: Uint32Array.from(links),
+    platform: Uint8Array.from(platforms),
+    ip: new Uint32Array(n),
+    agent: new Uint32Array(n),
+    // Links 0 and 1 are of one project.
+    projects: ['prj_1', 'prj_1', 'prj_2'],
+    linkIds: ['lnk_a', 'lnk_b', 'lnk_c'],
+    ips: ['192.0.2.1'],
+    agents: [UA],
+  };
+  // One member per key: each key's newest click only.
+  const { candidates } = batchOutput(columns, KEY, 1);
+  const found = candidates
+    .trimEnd()
+    .split('\n')
+    .map((l) => {
+      const [key, , , member] = l.split('\t');
+      return [key.slice(0, key.lastIndexOf(':')), member];
+    })
+    .sort();
+  const newest = (project: string, platform: number) => {
+    let i = n - 1;
+    while (columns.projects[links[i]] !== project || platforms[i] !== platform) i--;
+    return `${ids[i]} ${columns.linkIds[links[i]]}`;
+  };
+  assert.deepEqual(found, [
+    ['links:fp:prj_1:android', newest('prj_1', 1)],
+    ['links:fp:prj_1:ios', newest('prj_1', 2)],
+    ['links:fp:prj_2:android', newest('prj_2', 1)],
+    ['links:fp:prj_2:ios', newest('prj_2', 2)],
+  ]);
+});
+
+test('candidate bytes are the text in UTF-8, in a buffer of their own', () => {
+  const ascii = 'links:fp:prj_1:android:abc\t1\t2\tclk_1 lnk_1\n';
+  const bytes = candidateBytes(ascii);
+  assert.equal(Buffer.from(bytes).toString('utf8'), ascii);
+  assert.equal(bytes.buffer.byteLength, ascii.length, 'not a slice of a shared pool');
+  const other = 'k\t1\t2\tcafé ☕\n';
+  assert.equal(Buffer.from(candidateBytes(other)).toString('utf8'), other);
 });

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import autocannon from 'autocannon';
@@ -30,16 +31,37 @@ export interface Measured {
   requestsPerSecond: number;
   /** Server process CPU time (user + system, all threads) per request, microseconds. */
   cpuMicrosPerRequest: number;
+  /** The same, of the server's main thread alone (NaN where `/proc` is not there). */
+  mainMicrosPerRequest: number;
   p99Ms: number;
   total: number;
   /** Answers by status code. */
   statuses: Record<string, number>;
 }
 
-/** CPU time this process has used, in microseconds: bench servers serve it at `/__bench/cpu`. */
+/**
+ * CPU time this process has used, in microseconds, all threads and the calling (main) thread's
+ * own: bench servers serve it at `/__bench/cpu`. The main thread's is read from
+ * `/proc/thread-self/stat` (in ticks of 10 ms: fine over a round of many thousand requests).
+ */
 export function cpuMicros() {
   const { user, system } = process.cpuUsage();
-  return { micros: user + system };
+  let main = Number.NaN;
+  try {
+    const stat = fs.readFileSync('/proc/thread-self/stat', 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    main = (Number(fields[11]) + Number(fields[12])) * 10_000;
+  } catch {
+    // Not Linux: no per-thread figure.
+  }
+  return { micros: user + system, mainMicros: main };
+}
+
+/** Reads a bench server's CPU times (see {@link cpuMicros}) from `/__bench/cpu` on `url`'s host. */
+export function serverCpu(url: string) {
+  const cpuUrl = new URL('/__bench/cpu', url).toString();
+  return async () =>
+    (await (await fetch(cpuUrl)).json()) as { micros: number; mainMicros: number | null };
 }
 
 /**
@@ -51,16 +73,18 @@ export async function measure(
   headers: Record<string, string>,
   seconds: number,
 ): Promise<Measured> {
-  const cpuUrl = new URL('/__bench/cpu', url).toString();
-  const cpu = async () => ((await (await fetch(cpuUrl)).json()) as { micros: number }).micros;
+  const cpu = serverCpu(url);
   const before = await cpu();
   const r = await autocannon({ url, headers, connections: 50, duration: seconds });
-  const used = (await cpu()) - before;
+  const after = await cpu();
+  const total = Math.max(1, r.requests.total);
   const stats =
     (r as unknown as { statusCodeStats?: Record<string, { count: number }> }).statusCodeStats ?? {};
   return {
     requestsPerSecond: r.requests.average,
-    cpuMicrosPerRequest: used / Math.max(1, r.requests.total),
+    cpuMicrosPerRequest: (after.micros - before.micros) / total,
+    mainMicrosPerRequest:
+      ((after.mainMicros ?? Number.NaN) - (before.mainMicros ?? Number.NaN)) / total,
     p99Ms: r.latency.p99,
     total: r.requests.total,
     statuses: Object.fromEntries(Object.entries(stats).map(([code, s]) => [code, s.count])),

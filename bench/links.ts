@@ -125,7 +125,8 @@ export async function run(): Promise<string> {
             }
           }
           const rps = (x: Measured[]) => fmt(median(x.map((r) => r.requestsPerSecond)));
-          const cpu = (x: Measured[]) => fmt(median(x.map((r) => r.cpuMicrosPerRequest)));
+          const cpu = (x: Measured[]) =>
+            `${fmt(median(x.map((r) => r.cpuMicrosPerRequest)))}, main ${fmt(median(x.map((r) => r.mainMicrosPerRequest)))}`;
           const p99 = (x: Measured[]) => fmt(median(x.map((r) => r.p99Ms)));
           const vsBare = rpsRatio(m, b);
           rows.push(
@@ -140,7 +141,7 @@ export async function run(): Promise<string> {
   return [
     '### Links: short-link redirect vs a bare Fastify redirect',
     '',
-    `50 connections, ${rounds} alternating rounds of ${seconds} s per server after a 1 s warm-up (medians), the client in the bench process (autocannon for one visitor; for many visitors bench/visitors.ts, every request from another address through a trusted proxy, the servers started with SVC_TRUST_PROXY=127.0.0.1) and kept awake while it drives a server (bench/lib.ts, spinning: a sleeping client made the slower server pay the VM's wake-ups), servers in child processes: ${processes} of each kind, taking turns by round, so that one process's luck does not decide the result. req/s with server CPU µs per request in brackets (process.cpuUsage; steadier than req/s on a shared machine). Every Svc redirect records a click (queued, written in batches by a writer thread, whose CPU time counts here too; Redis's does not). "In-app bare" is the bare handler mounted inside the Svc app: the platform's own per-request cost.`,
+    `50 connections, ${rounds} alternating rounds of ${seconds} s per server after a 1 s warm-up (medians), the client in the bench process (autocannon for one visitor; for many visitors bench/visitors.ts, every request from another address through a trusted proxy, the servers started with SVC_TRUST_PROXY=127.0.0.1) and kept awake while it drives a server (bench/lib.ts, spinning: a sleeping client made the slower server pay the VM's wake-ups), servers in child processes: ${processes} of each kind, taking turns by round, so that one process's luck does not decide the result. req/s with server CPU µs per request in brackets, all threads and the main thread's (process.cpuUsage and /proc/thread-self/stat; steadier than req/s on a shared machine). Every Svc redirect records a click (queued, written in batches by a writer thread, whose CPU time counts here too; Redis's does not). "In-app bare" is the bare handler mounted inside the Svc app: the platform's own per-request cost.`,
     '',
     '| store | traffic | request | bare Fastify | in-app bare | Svc redirect | Svc / bare | in-app bare / bare | Svc / in-app bare | p99 ms (bare / Svc) | target (Svc / bare req/s) |',
     '|---|---|---|---|---|---|---|---|---|---|---|',

@@ -1,5 +1,5 @@
 import net from 'node:net';
-import type { Measured } from './lib.ts';
+import { type Measured, serverCpu } from './lib.ts';
 
 /** Where the visitor's address sits in the request: `2001:db8::` and 8 hex digits. */
 const ADDRESS_PREFIX = '2001:db8:0:0:0:0:';
@@ -31,8 +31,7 @@ export async function measureVisitors(
 ): Promise<Measured> {
   const target = new URL(url);
   const head = `GET ${target.pathname}${target.search} HTTP/1.1\r\nHost: ${target.host}\r\nConnection: keep-alive\r\nUser-Agent: ${userAgent}\r\nX-Forwarded-For: ${ADDRESS_PREFIX}`;
-  const cpuUrl = new URL('/__bench/cpu', url).toString();
-  const cpu = async () => ((await (await fetch(cpuUrl)).json()) as { micros: number }).micros;
+  const cpu = serverCpu(url);
   const start = Math.floor(Math.random() * 2 ** 32);
   const statuses: Record<string, number> = {};
   const latencies: number[] = [];
@@ -96,11 +95,13 @@ export async function measureVisitors(
   }, seconds * 1000);
   await done.finally(() => clearTimeout(timer));
   const elapsed = (performance.now() - started) / 1000;
-  const used = (await cpu()) - before;
+  const after = await cpu();
   latencies.sort((a, b) => a - b);
   return {
     requestsPerSecond: total / elapsed,
-    cpuMicrosPerRequest: used / Math.max(1, total),
+    cpuMicrosPerRequest: (after.micros - before.micros) / Math.max(1, total),
+    mainMicrosPerRequest:
+      ((after.mainMicros ?? Number.NaN) - (before.mainMicros ?? Number.NaN)) / Math.max(1, total),
     p99Ms: latencies[Math.floor(latencies.length * 0.99)] ?? 0,
     total,
     statuses,

@@ -43,13 +43,22 @@ export async function run(): Promise<string> {
   const rounds = 8;
   const seconds = 3;
   const rows: string[] = [];
-  const backends: [string, Record<string, string>][] = [
-    ['SQLite + in-process', { DATABASE_URL: '', REDIS_URL: '' }],
+  /**
+   * Whether the client is kept awake (`spinning`, bench/lib.ts) while it drives a server of the
+   * backend. A sleeping client must be woken by the server's writes, which on this VM costs the
+   * server an interrupt to the other CPU, and the slower server pays it most. A client kept
+   * awake holds one core instead, which suits a server alone, but takes from PostgreSQL and
+   * Redis the CPU they would have on their own machines (the gate bench's Redis row fell from
+   * 0.82 to 0.63-0.70 with it): with them, the client sleeps.
+   */
+  const backends: [string, Record<string, string>, boolean][] = [
+    ['SQLite + in-process', { DATABASE_URL: '', REDIS_URL: '' }, true],
   ];
   if (process.env.DATABASE_URL && process.env.REDIS_URL) {
     backends.push([
       'PostgreSQL + Redis',
       { DATABASE_URL: process.env.DATABASE_URL, REDIS_URL: process.env.REDIS_URL },
+      false,
     ]);
   }
   /**
@@ -62,16 +71,18 @@ export async function run(): Promise<string> {
     {
       name: 'one visitor',
       env: {},
-      load: (url: string, ua: string, s: number) => spinning(measure(url, { 'user-agent': ua }, s)),
+      load: (url: string, ua: string, s: number) => measure(url, { 'user-agent': ua }, s),
     },
     {
       name: 'many visitors',
       env: { SVC_TRUST_PROXY: '127.0.0.1' },
-      load: (url: string, ua: string, s: number) => spinning(measureVisitors(url, ua, s)),
+      load: (url: string, ua: string, s: number) => measureVisitors(url, ua, s),
     },
   ];
-  for (const [backend, env] of backends) {
+  for (const [backend, env, awake] of backends) {
     for (const traffic of traffics) {
+      const load = (url: string, ua: string, s: number) =>
+        awake ? spinning(traffic.load(url, ua, s)) : traffic.load(url, ua, s);
       // Four processes of each kind, taking turns by round: a process can be slower than its
       // twin for its whole life, every function alike (the in-app bare route included), by up
       // to 30% — with V8's pretenuring off, and with the server pinned to one core and the
@@ -105,16 +116,16 @@ export async function run(): Promise<string> {
             await oneRedirect(p.bareUrl, ua);
             await oneRedirect(p.inAppUrl, ua);
             location = await oneRedirect(p.svcUrl, ua);
-            for (const url of [p.bareUrl, p.inAppUrl, p.svcUrl]) await traffic.load(url, ua, 1);
+            for (const url of [p.bareUrl, p.inAppUrl, p.svcUrl]) await load(url, ua, 1);
           }
           const b: Measured[] = [];
           const a: Measured[] = [];
           const m: Measured[] = [];
           for (let i = 0; i < rounds; i++) {
             const p = pairs[i % pairs.length];
-            b.push(await traffic.load(p.bareUrl, ua, seconds));
-            a.push(await traffic.load(p.inAppUrl, ua, seconds));
-            m.push(await traffic.load(p.svcUrl, ua, seconds));
+            b.push(await load(p.bareUrl, ua, seconds));
+            a.push(await load(p.inAppUrl, ua, seconds));
+            m.push(await load(p.svcUrl, ua, seconds));
           }
           for (const r of m) {
             const redirects = r.statuses['302'] ?? 0;
@@ -141,7 +152,7 @@ export async function run(): Promise<string> {
   return [
     '### Links: short-link redirect vs a bare Fastify redirect',
     '',
-    `50 connections, ${rounds} alternating rounds of ${seconds} s per server after a 1 s warm-up (medians), the client in the bench process (autocannon for one visitor; for many visitors bench/visitors.ts, every request from another address through a trusted proxy, the servers started with SVC_TRUST_PROXY=127.0.0.1) and kept awake while it drives a server (bench/lib.ts, spinning: a sleeping client made the slower server pay the VM's wake-ups), servers in child processes: ${processes} of each kind, taking turns by round, so that one process's luck does not decide the result. req/s with server CPU µs per request in brackets, all threads and the main thread's (process.cpuUsage and /proc/thread-self/stat; steadier than req/s on a shared machine). Every Svc redirect records a click (queued, written in batches by a writer thread, whose CPU time counts here too; Redis's does not). "In-app bare" is the bare handler mounted inside the Svc app: the platform's own per-request cost.`,
+    `50 connections, ${rounds} alternating rounds of ${seconds} s per server after a 1 s warm-up (medians), the client in the bench process (autocannon for one visitor; for many visitors bench/visitors.ts, every request from another address through a trusted proxy, the servers started with SVC_TRUST_PROXY=127.0.0.1) kept awake while it drives a SQLite server (bench/lib.ts, spinning: a sleeping client made the slower server pay the VM's wake-ups) and sleeping for PostgreSQL + Redis (kept awake, it would take the CPU they need), servers in child processes: ${processes} of each kind, taking turns by round, so that one process's luck does not decide the result. req/s with server CPU µs per request in brackets, all threads and the main thread's (process.cpuUsage and /proc/thread-self/stat; steadier than req/s on a shared machine). Every Svc redirect records a click (queued, written in batches by a writer thread, whose CPU time counts here too; Redis's does not). "In-app bare" is the bare handler mounted inside the Svc app: the platform's own per-request cost.`,
     '',
     '| store | traffic | request | bare Fastify | in-app bare | Svc redirect | Svc / bare | in-app bare / bare | Svc / in-app bare | p99 ms (bare / Svc) | target (Svc / bare req/s) |',
     '|---|---|---|---|---|---|---|---|---|---|---|',

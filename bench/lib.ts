@@ -57,11 +57,23 @@ export function cpuMicros() {
   return { micros: user + system, mainMicros: main };
 }
 
+type CpuTimes = { micros: number; mainMicros: number | null };
+
 /** Reads a bench server's CPU times (see {@link cpuMicros}) from `/__bench/cpu` on `url`'s host. */
 export function serverCpu(url: string) {
   const cpuUrl = new URL('/__bench/cpu', url).toString();
-  return async () =>
-    (await (await fetch(cpuUrl)).json()) as { micros: number; mainMicros: number | null };
+  return async () => (await (await fetch(cpuUrl)).json()) as CpuTimes;
+}
+
+/** The server's CPU per request between two readings of {@link serverCpu}. */
+export function cpuPerRequest(before: CpuTimes, after: CpuTimes, requests: number) {
+  const n = Math.max(1, requests);
+  return {
+    cpuMicrosPerRequest: (after.micros - before.micros) / n,
+    // JSON has no NaN: a missing figure arrives as null.
+    mainMicrosPerRequest:
+      ((after.mainMicros ?? Number.NaN) - (before.mainMicros ?? Number.NaN)) / n,
+  };
 }
 
 /**
@@ -77,14 +89,11 @@ export async function measure(
   const before = await cpu();
   const r = await autocannon({ url, headers, connections: 50, duration: seconds });
   const after = await cpu();
-  const total = Math.max(1, r.requests.total);
   const stats =
     (r as unknown as { statusCodeStats?: Record<string, { count: number }> }).statusCodeStats ?? {};
   return {
     requestsPerSecond: r.requests.average,
-    cpuMicrosPerRequest: (after.micros - before.micros) / total,
-    mainMicrosPerRequest:
-      ((after.mainMicros ?? Number.NaN) - (before.mainMicros ?? Number.NaN)) / total,
+    ...cpuPerRequest(before, after, r.requests.total),
     p99Ms: r.latency.p99,
     total: r.requests.total,
     statuses: Object.fromEntries(Object.entries(stats).map(([code, s]) => [code, s.count])),

@@ -1,5 +1,5 @@
 import net from 'node:net';
-import { type Measured, serverCpu } from './lib.ts';
+import { cpuPerRequest, type Measured, serverCpu } from './lib.ts';
 
 /** Where the visitor's address sits in the request: `2001:db8::` and 8 hex digits. */
 const ADDRESS_PREFIX = '2001:db8:0:0:0:0:';
@@ -99,9 +99,7 @@ export async function measureVisitors(
   latencies.sort((a, b) => a - b);
   return {
     requestsPerSecond: total / elapsed,
-    cpuMicrosPerRequest: (after.micros - before.micros) / Math.max(1, total),
-    mainMicrosPerRequest:
-      ((after.mainMicros ?? Number.NaN) - (before.mainMicros ?? Number.NaN)) / Math.max(1, total),
+    ...cpuPerRequest(before, after, total),
     p99Ms: latencies[Math.floor(latencies.length * 0.99)] ?? 0,
     total,
     statuses,

@@ -136,7 +136,8 @@ export function batchOutput(c, key, keepPerKey) {
     clickFingerprints[i] = fingerprint;
     const platform = c.platform[i];
     if (platform === PLATFORM_CODES.android || platform === PLATFORM_CODES.ios) {
-      // At most 2000² visitors × 2000 projects × 2 platforms: well within 2^53.
+      // Below 2n³ for a batch of n clicks (n² visitors, n projects, 2 platforms): exact up to
+      // n = 160,000, and a batch holds 2000.
       const k = (visitor * projects + linkProject[c.link[i]]) * 2 + (platform & 1);
       clickKeys[i] = k;
       perKey.set(k, (perKey.get(k) ?? 0) + 1);

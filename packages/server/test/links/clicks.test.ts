@@ -341,17 +341,32 @@ for (const dialect of DIALECTS)
     }
   });
 
-test('a batch hands the shared state only the newest candidates of a key', () => {
-  const n = RECENT_MAX_PER_KEY * 3;
-  const at = Date.parse('2026-06-02T12:00:00.000Z');
-  const ids = Array.from({ length: n }, (_, i) => newClickId(at + i));
-  const columns: ClickColumns = {
+/**
+ * A batch's columns for clicks `ids`, made a millisecond apart from `at`, each a match candidate
+ * for an hour if mobile; the rest (links, platforms, visitors) as given.
+ */
+function batchOf(
+  ids: string[],
+  at: number,
+  rest: Omit<ClickColumns, 'size' | 'firstMs' | 'lastMs' | 'ids' | 'times' | 'lifetimes'>,
+): ClickColumns {
+  const n = ids.length;
+  return {
     size: n,
     firstMs: at,
     lastMs: at + n - 1,
     ids: Buffer.from(ids.map((id) => id.slice(4)).join(''), 'latin1'),
     times: Float64Array.from(ids, (_, i) => at + i),
     lifetimes: new Float64Array(n).fill(HOUR),
+    ...rest,
+  };
+}
+
+test('a batch hands the shared state only the newest candidates of a key', () => {
+  const n = RECENT_MAX_PER_KEY * 3;
+  const at = Date.parse('2026-06-02T12:00:00.000Z');
+  const ids = Array.from({ length: n }, (_, i) => newClickId(at + i));
+  const columns = batchOf(ids, at, {
     link: new Uint32Array(n),
     // Every third click is a desktop one, every fifth from another address.
     platform: Uint8Array.from(ids, (_, i) => (i % 3 === 0 ? 0 : 1)),
@@ -361,7 +376,7 @@ test('a batch hands the shared state only the newest candidates of a key', () =>
     linkIds: ['lnk_1'],
     ips: ['192.0.2.1', '192.0.2.2'],
     agents: [UA],
-  };
+  });
   const { rows, candidates } = batchOutput(columns, KEY, RECENT_MAX_PER_KEY);
   assert.equal(rows.split('\n').length, n, 'every click is logged');
   const lines = candidates.trimEnd().split('\n');
@@ -383,13 +398,7 @@ test('a batch keys candidates by project, platform and visitor, not by link', ()
   const n = links.length;
   const at = Date.parse('2026-06-02T12:00:00.000Z');
   const ids = Array.from({ length: n }, (_, i) => newClickId(at + i));
-  const columns: ClickColumns = {
-    size: n,
-    firstMs: at,
-    lastMs: at + n - 1,
-    ids: Buffer.from(ids.map((id) => id.slice(4)).join(''), 'latin1'),
-    times: Float64Array.from(ids, (_, i) => at + i),
-    lifetimes: new Float64Array(n).fill(HOUR),
+  const columns = batchOf(ids, at, {
     link: Uint32Array.from(links),
     platform: Uint8Array.from(platforms),
     ip: new Uint32Array(n),
@@ -399,7 +408,7 @@ test('a batch keys candidates by project, platform and visitor, not by link', ()
     linkIds: ['lnk_a', 'lnk_b', 'lnk_c'],
     ips: ['192.0.2.1'],
     agents: [UA],
-  };
+  });
   // One member per key: each key's newest click only.
   const { candidates } = batchOutput(columns, KEY, 1);
   const found = candidates

@@ -31,7 +31,7 @@ export function clickFingerprint(key, ip, userAgent) {
 }
 
 /**
- * The deferred-match candidate key of a mobile click (see `SharedState.remember`).
+ * The deferred-match candidate key of a mobile click (see candidates.ts).
  * @param {string} projectId
  * @param {string} platform
  * @param {string} fingerprint
@@ -84,16 +84,16 @@ const DAY_MS = 86_400_000;
  * - `rows`: its `link_click_log` text, one line per click (see click-log.ts);
  * - `days`: its clicks counted per link and UTC day: link id, `YYYY-MM-DD`, count;
  * - `candidates`: its mobile clicks as deferred-match candidates, packed as
- *   `SharedState.remember` takes them: candidate key, time, lifetime and `clickId linkId`.
- *   Only the last `keepPerKey` of a key are among them: a key keeps no more members than that
- *   (the newest), so older ones of the same batch would be forgotten at once. One visitor
- *   clicking again and again (or many behind one address and browser) then costs the shared
- *   state `keepPerKey` entries per batch, not one per click.
+ *   `RecentRing.remember` (recent.ts) takes them: candidate key, time, lifetime and
+ *   `clickId linkId`. Only the last `keepPerKey` of a key are among them: a key keeps no more
+ *   members than that (the newest), so older ones of the same batch would be forgotten at once.
+ *   One visitor clicking again and again (or many behind one address and browser) then costs
+ *   the node `keepPerKey` entries per batch, not one per click.
  * A visitor's fingerprint is computed once per batch: clicks carry their IP and user agent as
  * indexes into the batch's tables, so repeated pairs are found by number.
  * @param {ClickColumns} c
  * @param {string} key from {@link fingerprintKey}
- * @param {number} keepPerKey see `RECENT_MAX_PER_KEY` (state.ts)
+ * @param {number} keepPerKey see `RECENT_MAX_PER_KEY` (recent.ts)
  * @returns {{ rows: string, days: [string, string, number][], candidates: string }}
  */
 export function batchOutput(c, key, keepPerKey) {

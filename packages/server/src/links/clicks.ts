@@ -2,8 +2,7 @@ import { Worker } from 'node:worker_threads';
 import type { Statement } from 'better-sqlite3';
 import type { FastifyBaseLogger } from 'fastify';
 import { CompiledQuery } from 'kysely';
-import { packRecent, type Recalled, type RecentEntry, type SharedState } from '../state/index.ts';
-import { RECENT_MAX_PER_KEY } from '../state/state.ts';
+import type { SharedState } from '../state/index.ts';
 import type { Store } from '../storage/db.ts';
 import {
   batchOutput,
@@ -24,6 +23,8 @@ import {
   parseClickLine,
   UPSERT_DAY,
 } from './click-log.ts';
+import { CandidateIndex, MAX_CANDIDATES } from './candidates.ts';
+import { packRecent, RECENT_MAX_PER_KEY, type RecentEntry } from './recent.ts';
 
 /** Clicks kept for a retry while the store refuses writes; beyond this, the oldest are dropped. */
 const MAX_PENDING = 100_000;
@@ -32,6 +33,9 @@ const PG_INSERT_LOG = 'insert into link_click_log (first_ms, last_ms, clicks) va
 const PG_UPSERT_DAYS =
   'insert into link_click_days (link_id, day, clicks) select * from unnest($1::text[], $2::text[], $3::bigint[]) on conflict (link_id, day) do update set clicks = link_click_days.clicks + excluded.clicks';
 
+/** Log rows read at a time when candidates are put back at start, and entries packed at a time. */
+const RESTORE_PAGE = 200;
+const RESTORE_PACK = 10_000;
 /** A batch starts this small and doubles as clicks come, up to the recorder's `maxBatch`. */
 const FIRST_CAPACITY = 64;
 
@@ -57,9 +61,6 @@ class Batch implements ClickColumns {
   linkIds: string[] = [];
   ips: string[] = [];
   agents: string[] = [];
-  /** Its match candidates, packed for `SharedState.remember`: set once the batch is logged. */
-  candidates: Uint8Array | null = null;
-  remembered = false;
   private linkIndex = new Map<string, number>();
   private ipIndex = new Map<string, number>();
   private agentIndex = new Map<string, number>();
@@ -160,8 +161,9 @@ function intern(value: string, table: string[], index: Map<string, number>): num
  *   durable record, read back by click id for install-referrer matches;
  * - its clicks counted per link and day in `link_click_days` (what stats read), in the same
  *   transaction;
- * - its mobile clicks remembered in the shared state (in process, or Redis for a fleet) under
- *   their fingerprint for the project's match window: the candidates of deferred matching.
+ * - its mobile clicks remembered in this node's memory under their fingerprint for the
+ *   project's match window: the candidates of deferred matching, which a match asks every
+ *   node for (see candidates.ts).
  *
  * A click costs the redirect a few numbers in the batch's columns, not an indexed row: that is
  * how a redirect keeps up with a bare HTTP answer. Readers that need every click this node served
@@ -184,6 +186,9 @@ export class ClickRecorder {
   private writer: ClickWriterThread | null = null;
   private useThread: boolean;
   private closed = false;
+  /** This node's match candidates; a recall asks every node (see candidates.ts). */
+  private index: CandidateIndex;
+  private detach: (() => Promise<void>) | null = null;
 
   /**
    * @param fingerprintKey from `fingerprintKey(server secret)` (click-batch.mjs): each click's
@@ -191,12 +196,14 @@ export class ClickRecorder {
    */
   constructor(
     private store: Store,
-    private state: SharedState,
+    state: SharedState,
     private fingerprintKey: string,
     private log: FastifyBaseLogger,
     private maxDelayMs = 100,
     private maxBatch = 2000,
+    maxCandidates = MAX_CANDIDATES,
   ) {
+    this.index = CandidateIndex.of(state, log, maxCandidates);
     // In-memory SQLite has one connection only: its clicks are written in process.
     this.useThread = store.postgres !== undefined || (!!store.sqlite && !store.sqlite.memory);
   }
@@ -225,6 +232,17 @@ export class ClickRecorder {
     b.add(id, projectId, linkId, platform, ip, userAgent, ms, mobile ? matchWindowMs : 0);
     if (b.size >= this.maxBatch) void this.flush();
     else this.timer ??= setTimeout(() => void this.flush(), this.maxDelayMs);
+  }
+
+  /**
+   * Starts answering the other nodes' match questions (and this node's own), then puts back
+   * the match candidates of the clicks logged in the last `windowMs` (the longest match window
+   * of any project), newest first up to the node's bound: the candidates of clicks served
+   * before this node started, by itself or by a node that has stopped. Resolves with how many.
+   */
+  async start(nowMs: number, windowMs: number) {
+    this.detach ??= await this.index.attach(() => this.flush());
+    return this.restoreCandidates(nowMs - windowMs, nowMs, windowMs);
   }
 
   /** Resolves once every click queued before the call is written (or kept for a retry). */
@@ -272,7 +290,7 @@ export class ClickRecorder {
 
   /**
    * The project's mobile clicks on `platform` with this fingerprint since `sinceMs`, claimed or
-   * not, newest first (at most the newest 50): click id, link id and time.
+   * not, newest first (at most the newest 50), from every node: click id, link id and time.
    */
   async candidates(
     projectId: string,
@@ -281,7 +299,7 @@ export class ClickRecorder {
     sinceMs: number,
     limit = RECENT_MAX_PER_KEY,
   ): Promise<{ clickId: string; linkId: string; ms: number }[]> {
-    const found: Recalled[] = await this.state.recall(
+    const found = await this.index.recall(
       candidateKey(projectId, platform, fingerprint),
       sinceMs,
       limit,
@@ -293,32 +311,45 @@ export class ClickRecorder {
   }
 
   /**
-   * Puts back the match candidates of the mobile clicks logged since `sinceMs`: for in-process
-   * state after a restart (Redis keeps its own). `ttlMs` is their lifetime from their click.
+   * Puts back the match candidates of the mobile clicks logged since `sinceMs`, the newest
+   * first up to the node's bound (read a page of log rows at a time, newest first). `ttlMs` is
+   * their lifetime from their click. Resolves with how many.
    */
   async restoreCandidates(sinceMs: number, nowMs: number, ttlMs: number) {
-    const rows = await this.store.db
-      .selectFrom('link_click_log')
-      .select('clicks')
-      .where('last_ms', '>=', sinceMs)
-      .execute();
     const entries: RecentEntry[] = [];
-    for (const row of rows) {
-      for (const line of row.clicks.split('\n')) {
-        const click = parseClickLine(line);
-        if ((click.platform === 'android' || click.platform === 'ios') && click.ms >= sinceMs) {
-          entries.push({
-            key: candidateKey(click.projectId, click.platform, click.fingerprint),
-            member: `${click.id} ${click.linkId}`,
-            ms: click.ms,
-            ttlMs,
-          });
+    let beforeSeq: number | null = null;
+    while (entries.length < this.index.max) {
+      let query = this.store.db
+        .selectFrom('link_click_log')
+        .select(['seq', 'clicks'])
+        .where('last_ms', '>=', sinceMs)
+        .orderBy('seq', 'desc')
+        .limit(RESTORE_PAGE);
+      if (beforeSeq !== null) query = query.where('seq', '<', beforeSeq);
+      const rows = await query.execute();
+      for (const row of rows) {
+        for (const line of row.clicks.split('\n')) {
+          const click = parseClickLine(line);
+          if ((click.platform === 'android' || click.platform === 'ios') && click.ms >= sinceMs) {
+            entries.push({
+              key: candidateKey(click.projectId, click.platform, click.fingerprint),
+              member: `${click.id} ${click.linkId}`,
+              ms: click.ms,
+              ttlMs,
+            });
+          }
         }
       }
+      if (rows.length < RESTORE_PAGE) break;
+      beforeSeq = Number(rows[rows.length - 1].seq);
     }
+    // Oldest first, as clicks arrive: beyond the bound, the oldest are the ones forgotten.
     entries.sort((a, b) => a.ms - b.ms);
-    await this.state.remember(packRecent(entries), nowMs);
-    return entries.length;
+    const kept = entries.slice(-this.index.max);
+    for (let i = 0; i < kept.length; i += RESTORE_PACK) {
+      this.index.remember(packRecent(kept.slice(i, i + RESTORE_PACK)), nowMs);
+    }
+    return kept.length;
   }
 
   /** Deletes log rows whose every click is older than `beforeMs`. */
@@ -340,6 +371,8 @@ export class ClickRecorder {
     this.timer = null;
     await this.writer?.close();
     this.writer = null;
+    await this.detach?.();
+    this.detach = null;
   }
 
   private dropBeyondBound() {
@@ -355,12 +388,9 @@ export class ClickRecorder {
   private async drain() {
     while (this.pending.length > 0) {
       const batch = this.pending[0];
+      let candidates: Uint8Array;
       try {
-        batch.candidates ??= await this.writeLog(batch);
-        if (!batch.remembered) {
-          await this.state.remember(batch.candidates, batch.lastMs);
-          batch.remembered = true;
-        }
+        candidates = await this.writeLog(batch);
       } catch (err) {
         // The store is down or busy: keep the clicks (up to a bound) and try again later.
         this.log.error(
@@ -372,6 +402,7 @@ export class ClickRecorder {
       }
       if (this.pending[0] === batch) this.pending.shift();
       this.pendingClicks -= batch.size;
+      this.index.remember(candidates, batch.lastMs);
     }
   }
 
@@ -469,7 +500,7 @@ class ClickWriterThread {
     });
   }
 
-  /** Resolves with the batch's match candidates, packed for `SharedState.remember`. */
+  /** Resolves with the batch's match candidates, packed for `RecentRing.remember` (recent.ts). */
   write(batch: ClickColumns): Promise<Uint8Array> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {

@@ -38,16 +38,14 @@ export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { 
     svc.state.subscribe(PROJECTS_CHANNEL, () => directory.invalidate()),
     service.listen(),
   ]);
-  if (svc.state.kind === 'memory') {
-    // In-process match candidates died with the last process: put back those still in a window.
-    const snapshot = await directory.current();
-    let windowMs = LINK_DEFAULT_DEFERRED_WINDOW_SECONDS * 1000;
-    for (const p of snapshot.projects.values()) {
-      windowMs = Math.max(windowMs, p.settings.deferredWindowSeconds * 1000);
-    }
-    const now = svc.clock.now();
-    await clicks.restoreCandidates(now - windowMs, now, windowMs);
+  // Answer the other nodes' match questions, and put back the candidates of the clicks still
+  // inside a window (served before this node started, here or by a node since stopped).
+  const snapshot = await directory.current();
+  let windowMs = LINK_DEFAULT_DEFERRED_WINDOW_SECONDS * 1000;
+  for (const p of snapshot.projects.values()) {
+    windowMs = Math.max(windowMs, p.settings.deferredWindowSeconds * 1000);
   }
+  await clicks.start(svc.clock.now(), windowMs);
   // Raw clicks are kept for the longest referrer window, then pruned (their counts stay).
   const prune = () =>
     clicks

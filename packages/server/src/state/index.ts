@@ -2,8 +2,7 @@ import { MemoryState } from './memory.ts';
 import { RedisState } from './redis.ts';
 import type { SharedState } from './state.ts';
 
-export type { RateLimitResult, Recalled, RecentEntry, SharedState } from './state.ts';
-export { packRecent } from './state.ts';
+export type { RateLimitResult, SharedState } from './state.ts';
 export { MemoryState, RedisState };
 
 /** Redis when a URL is given, else in-process. */

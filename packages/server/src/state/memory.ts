@@ -1,14 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { RecentRing } from './recent.ts';
-import {
-  type RateLimitResult,
-  type Recalled,
-  type SharedState,
-  slidingWindowResult,
-} from './state.ts';
-
-/** Entries remembered at most, by default (about 120 bytes each). */
-export const MEMORY_MAX_REMEMBERED = 1_000_000;
+import { type RateLimitResult, type SharedState, slidingWindowResult } from './state.ts';
 
 interface Window {
   index: number;
@@ -23,12 +14,8 @@ export class MemoryState implements SharedState {
   private windows = new Map<number, Map<string, Window>>();
   private bus = new EventEmitter().setMaxListeners(0);
   private sweeper: NodeJS.Timeout;
-  /** What `remember` keeps (see recent.ts). */
-  private recent: RecentRing;
 
-  /** @param maxRemembered how many `remember` entries are kept at most (oldest dropped first). */
-  constructor(maxRemembered = MEMORY_MAX_REMEMBERED) {
-    this.recent = new RecentRing(maxRemembered);
+  constructor() {
     // Drop counters that can no longer affect a decision, so memory stays bounded.
     this.sweeper = setInterval(() => this.sweep(Date.now()), 60_000).unref();
   }
@@ -63,17 +50,10 @@ export class MemoryState implements SharedState {
     }
   }
 
-  remember(packed: Uint8Array, nowMs: number): void {
-    this.recent.remember(packed, nowMs);
-  }
-
-  async recall(key: string, sinceMs: number, limit: number): Promise<Recalled[]> {
-    return this.recent.recall(key, sinceMs, limit);
-  }
-
   async publish(channel: string, message: string) {
-    // Deliver asynchronously, as Redis would.
+    // Deliver asynchronously, as Redis would; each subscriber counts as a node.
     queueMicrotask(() => this.bus.emit(channel, message));
+    return this.bus.listenerCount(channel);
   }
 
   async subscribe(channel: string, handler: (message: string) => void) {
@@ -90,6 +70,5 @@ export class MemoryState implements SharedState {
   async close() {
     clearInterval(this.sweeper);
     this.bus.removeAllListeners();
-    this.recent.clear();
   }
 }

@@ -11,37 +11,6 @@ export interface RateLimitResult {
   retryAfterSeconds: number;
 }
 
-/** One member remembered under a key, with its time and how long it is kept. */
-export interface RecentEntry {
-  key: string;
-  /** What is remembered (no newline or tab). */
-  member: string;
-  /** Its time, milliseconds since the epoch: what `recall` filters and orders by. */
-  ms: number;
-  /** How long after `ms` it may be forgotten. */
-  ttlMs: number;
-}
-
-/**
- * Entries in the packed form `remember` takes: per entry `key`, time, lifetime and member,
- * tab-separated, each line ended by a newline (keys and members hold neither tabs nor newlines;
- * times are whole milliseconds), as UTF-8 bytes.
- */
-export function packRecent(entries: RecentEntry[]): Buffer {
-  let packed = '';
-  for (const e of entries) packed += `${e.key}\t${e.ms}\t${e.ttlMs}\t${e.member}\n`;
-  return Buffer.from(packed, 'utf8');
-}
-
-/** A remembered member and its time. */
-export interface Recalled {
-  member: string;
-  ms: number;
-}
-
-/** Members kept per key at most (the newest); older ones are forgotten first. */
-export const RECENT_MAX_PER_KEY = 50;
-
 /**
  * State shared by every node of a fleet: rate-limit counters, pub/sub fan-out. One
  * implementation keeps it in process (the embedded default), the other in Redis. Both behave
@@ -62,20 +31,11 @@ export interface SharedState {
     nowMs: number,
   ): RateLimitResult | Promise<RateLimitResult>;
   /**
-   * Remembers members under keys for a while (short-lived lookups such as deferred deep-link
-   * match candidates), in one call for many entries. Entries whose lifetime has passed may be
-   * dropped at any time; at most {@link RECENT_MAX_PER_KEY} are kept per key, and the in-process
-   * implementation also bounds its total (oldest first). Redis: one script call per batch.
-   *
-   * The entries come packed, one per line as {@link packRecent} writes them, as UTF-8 bytes: the
-   * form a batch is built in off the redirect's thread (and handed over without a copy), and
-   * the one the Redis script reads, so that no object per entry is made on the way.
+   * Sends `message` to every subscriber of `channel` on every node, this one included; resolves
+   * with the number of nodes subscribed to it (Redis's `PUBLISH` count), so that a node asking
+   * all the others knows how many answers to wait for.
    */
-  remember(packed: Uint8Array, nowMs: number): void | Promise<void>;
-  /** A key's members whose time is at least `sinceMs`, newest first, at most `limit`. */
-  recall(key: string, sinceMs: number, limit: number): Promise<Recalled[]>;
-  /** Sends `message` to every subscriber of `channel` on every node, this one included. */
-  publish(channel: string, message: string): Promise<void>;
+  publish(channel: string, message: string): Promise<number>;
   /** Calls `handler` for each message on `channel`; resolves once the subscription is live. */
   subscribe(channel: string, handler: (message: string) => void): Promise<() => Promise<void>>;
   /** True when the store answers. */

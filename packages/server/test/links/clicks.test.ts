@@ -12,8 +12,9 @@ import { newClickId } from '../../src/links/click-id.ts';
 import { clickIdTime, findClickLine, MAX_SPAN_MS } from '../../src/links/click-log.ts';
 import { ClickRecorder } from '../../src/links/clicks.ts';
 import { linksMigrations } from '../../src/links/migrations.ts';
+import { RECENT_MAX_PER_KEY } from '../../src/links/recent.ts';
 import { MemoryState } from '../../src/state/memory.ts';
-import { RECENT_MAX_PER_KEY } from '../../src/state/state.ts';
+import { RedisState } from '../../src/state/redis.ts';
 import { openStore, type Store } from '../../src/storage/db.ts';
 import { DIALECTS, freshState, freshStore, LogCapture, REDIS_URL } from '../helpers.ts';
 
@@ -61,6 +62,7 @@ for (const c of cases) {
       pino({ level: 'warn' }, logs),
       10_000,
     );
+    await recorder.start(Date.now(), HOUR);
     after(async () => {
       await recorder.close();
       await shared.drop();
@@ -254,7 +256,7 @@ for (const c of cases) {
   });
 }
 
-test('in-process candidates come back from the log after a restart', async () => {
+test('a node that starts puts back the candidates still inside a window, the newest up to its bound', async () => {
   const { store, drop } = await freshStore('sqlite');
   const log = pino({ level: 'silent' });
   const at = Date.parse('2026-06-06T10:00:00.000Z');
@@ -268,13 +270,77 @@ test('in-process candidates come back from the log after a restart', async () =>
     await before.close();
     const state = new MemoryState();
     const after = new ClickRecorder(store, state, KEY, log);
-    assert.equal(await after.restoreCandidates(at - HOUR, at + 1000, HOUR), 1);
+    assert.equal(await after.start(at + 1000, HOUR), 1);
     assert.deepEqual(await after.candidates('prj_1', 'ios', fp('192.0.2.7'), at - 3 * HOUR), [
       { clickId: recent, linkId: 'lnk_2', ms: at },
     ]);
     await after.close();
     await state.close();
+
+    // More clicks than a node keeps, over several log rows (batches a minute apart): the newest.
+    const busy = new ClickRecorder(store, new MemoryState(), KEY, log);
+    const ids: string[] = [];
+    for (let i = 0; i < 7; i++) {
+      const ms = at + (i + 1) * 2 * MAX_SPAN_MS;
+      ids.push(newClickId(ms));
+      busy.record(ids[i], 'prj_1', 'lnk_3', 'android', '192.0.2.8', UA, ms, 3 * HOUR);
+    }
+    await busy.close();
+    const small = new MemoryState();
+    const restarted = new ClickRecorder(store, small, KEY, log, 100, 2000, 4);
+    assert.equal(await restarted.start(at + 20 * MAX_SPAN_MS, 3 * HOUR), 4);
+    assert.deepEqual(
+      (await restarted.candidates('prj_1', 'android', fp('192.0.2.8'), at)).map((c) => c.clickId),
+      ids.slice(-4).reverse(),
+    );
+    await restarted.close();
+    await small.close();
   } finally {
+    await drop();
+  }
+});
+
+test('nodes of a fleet answer for the clicks they served, their queued ones included', {
+  skip: !(REDIS_URL && DIALECTS.includes('postgres')) && 'needs REDIS_URL and DATABASE_URL',
+}, async () => {
+  const { store, drop } = await freshStore('postgres');
+  const a = freshState('redis');
+  // Another node: its own connection to the same Redis, under the same prefix.
+  const bState = new RedisState(REDIS_URL!, a.prefix);
+  const logs = new LogCapture();
+  const log = pino({ level: 'warn' }, logs);
+  const nodeA = new ClickRecorder(store, a.state, KEY, log, 60_000);
+  const nodeB = new ClickRecorder(store, bState, KEY, log, 60_000);
+  try {
+    await nodeA.start(Date.now(), HOUR);
+    await nodeB.start(Date.now(), HOUR);
+    const at = Date.now();
+    const onA = newClickId(at);
+    const onB = newClickId(at + 1);
+    nodeA.record(onA, 'prj_1', 'lnk_a', 'android', '192.0.2.20', UA, at, HOUR);
+    // Still queued on B (a minute's delay): B writes it before it answers.
+    nodeB.record(onB, 'prj_1', 'lnk_b', 'android', '192.0.2.20', UA, at + 1, HOUR);
+    await nodeA.flush();
+    for (const node of [nodeA, nodeB]) {
+      assert.deepEqual(await node.candidates('prj_1', 'android', fp('192.0.2.20'), at - HOUR), [
+        { clickId: onB, linkId: 'lnk_b', ms: at + 1 },
+        { clickId: onA, linkId: 'lnk_a', ms: at },
+      ]);
+    }
+    // A node that stops no longer counts: the other asks only itself.
+    await nodeB.close();
+    assert.deepEqual(
+      (await nodeA.candidates('prj_1', 'android', fp('192.0.2.20'), at - HOUR)).map(
+        (c) => c.clickId,
+      ),
+      [onA],
+    );
+    assert.doesNotMatch(logs.text, /did not answer/, 'every node counted answered');
+  } finally {
+    await nodeA.close();
+    await nodeB.close();
+    await bState.close();
+    await a.drop();
     await drop();
   }
 });

@@ -1,4 +1,33 @@
-import { RECENT_MAX_PER_KEY, type Recalled } from './state.ts';
+/** One member remembered under a key, with its time and how long it is kept. */
+export interface RecentEntry {
+  key: string;
+  /** What is remembered (no newline or tab). */
+  member: string;
+  /** Its time, milliseconds since the epoch: what `recall` filters and orders by. */
+  ms: number;
+  /** How long after `ms` it may be forgotten. */
+  ttlMs: number;
+}
+
+/**
+ * Entries in the packed form {@link RecentRing.remember} takes: per entry `key`, time, lifetime
+ * and member, tab-separated, each line ended by a newline (keys and members hold neither tabs
+ * nor newlines; times are whole milliseconds), as UTF-8 bytes.
+ */
+export function packRecent(entries: RecentEntry[]): Buffer {
+  let packed = '';
+  for (const e of entries) packed += `${e.key}\t${e.ms}\t${e.ttlMs}\t${e.member}\n`;
+  return Buffer.from(packed, 'utf8');
+}
+
+/** A remembered member and its time. */
+export interface Recalled {
+  member: string;
+  ms: number;
+}
+
+/** Members kept per key at most (the newest); older ones are forgotten first. */
+export const RECENT_MAX_PER_KEY = 50;
 
 /** Members up to this many bytes are kept inline (a click candidate's is 61). */
 const INLINE_MEMBER = 64;
@@ -7,7 +36,7 @@ const NEWLINE = 10;
 const FIRST_CAPACITY = 1024;
 
 /**
- * The in-process store behind `SharedState.remember` / `recall`: remembered entries in arrival
+ * A node's deferred-match candidates (see candidates.ts): remembered entries in arrival
  * order in a ring of typed arrays, found through a table from each key's hash to its newest entry,
  * each entry pointing to the previous one under the same hash.
  *
@@ -48,7 +77,7 @@ export class RecentRing {
   private now = Number.NEGATIVE_INFINITY;
 
   /** @param max how many entries are kept at most (the oldest are forgotten first). */
-  constructor(private max: number) {
+  constructor(readonly max: number) {
     if (!(max >= 1)) throw new RangeError('the bound must be at least 1');
   }
 
@@ -58,7 +87,7 @@ export class RecentRing {
 
   /**
    * Remembers the entries of `packed` (UTF-8): one per line, `key`, time (ms), lifetime (ms) and
-   * member, tab-separated (see `SharedState.remember`). Then forgets what has expired by `nowMs`
+   * member, tab-separated (see {@link packRecent}). Then forgets what has expired by `nowMs`
    * or is beyond the bound, oldest arrival first. Read as bytes, in one pass per line.
    */
   remember(packed: Uint8Array, nowMs: number) {

@@ -1,0 +1,197 @@
+import { randomBytes } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
+import type { SharedState } from '../state/index.ts';
+import { type Recalled, RecentRing } from './recent.ts';
+
+/** Candidates a node keeps at most, by default (about 120 bytes each; oldest dropped first). */
+export const MAX_CANDIDATES = 1_000_000;
+/** How long a recall waits for the other nodes' answers before it goes on without them. */
+export const ASK_TIMEOUT_MS = 1000;
+
+const ASK_CHANNEL = 'links:candidates:ask';
+const replyChannel = (node: string) => `links:candidates:reply:${node}`;
+
+interface Ask {
+  /** The asking node and its question's number. */
+  node: string;
+  id: number;
+  key: string;
+  sinceMs: number;
+  limit: number;
+}
+
+interface Reply {
+  id: number;
+  found: [member: string, ms: number][];
+}
+
+interface Waiting {
+  /** Answers expected: unknown (Infinity) until the question's `publish` has counted the nodes. */
+  expected: number;
+  answers: Reply['found'][];
+  done: () => void;
+}
+
+/**
+ * Deferred-match candidates (a mobile click's click id and link under its fingerprint key, for
+ * the project's window), kept in the memory of the node that served the click: a
+ * {@link RecentRing} of typed arrays. A recall asks every node over the shared state's pub/sub
+ * (this one included, through the same path) and merges their answers.
+ *
+ * Why not in the shared store: clicks come thousands of times more often than app installs.
+ * Writing every mobile click into Redis cost Redis about 2 µs of CPU per click (a script per
+ * batch, a hash field per visitor), and the redirect's node the batch's transfer; asking every
+ * node costs one message and one answer per node, on an install only. A node that starts puts
+ * back the candidates of the clicks still inside a window from the click log (the store that
+ * every node shares), so a restart or a rolling deploy loses none; a node that stops for good
+ * takes its candidates with it until another node starts. Referrer (`unique`) matches read
+ * the log, never this.
+ *
+ * A node is a shared state: one index per state object ({@link CandidateIndex.of}), which every
+ * recorder on it shares, as they share its connection (`publish` then counts the nodes that
+ * listen, so a recall knows how many answers to wait for). A node that does not answer within
+ * {@link ASK_TIMEOUT_MS} is left out.
+ */
+export class CandidateIndex {
+  private static byState = new WeakMap<SharedState, CandidateIndex>();
+  private ring: RecentRing;
+  private node = randomBytes(8).toString('hex');
+  private nextId = 1;
+  private waiting = new Map<number, Waiting>();
+  private unsubscribe: (() => Promise<void>)[] = [];
+  /** What writes the queued clicks of each recorder attached, run before answering. */
+  private flushers = new Set<() => Promise<void>>();
+  private listening: Promise<void> | null = null;
+
+  /**
+   * The index of the node `state` stands for, made on first use.
+   * @param max candidates kept at most (the first caller's bound holds)
+   * @param timeoutMs how long a recall waits for answers
+   */
+  static of(
+    state: SharedState,
+    log: FastifyBaseLogger,
+    max = MAX_CANDIDATES,
+    timeoutMs = ASK_TIMEOUT_MS,
+  ): CandidateIndex {
+    let index = CandidateIndex.byState.get(state);
+    if (!index) {
+      index = new CandidateIndex(state, log, max, timeoutMs);
+      CandidateIndex.byState.set(state, index);
+    }
+    return index;
+  }
+
+  private constructor(
+    private state: SharedState,
+    private log: FastifyBaseLogger,
+    max: number,
+    private timeoutMs: number,
+  ) {
+    this.ring = new RecentRing(max);
+  }
+
+  /** How many candidates this node holds. */
+  get size() {
+    return this.ring.size;
+  }
+
+  /** Candidates this node holds at most. */
+  get max() {
+    return this.ring.max;
+  }
+
+  /**
+   * Attaches a recorder: `flush` writes its queued clicks, and runs before this node answers,
+   * so that an answer covers every click the node has served. The first one attached starts the
+   * node answering questions (its own included); resolves with a detach, and the last one
+   * detached stops it and forgets the candidates.
+   */
+  async attach(flush: () => Promise<void>): Promise<() => Promise<void>> {
+    this.flushers.add(flush);
+    this.listening ??= Promise.all([
+      this.state.subscribe(ASK_CHANNEL, (message) => void this.answer(message)),
+      this.state.subscribe(replyChannel(this.node), (message) => this.collect(message)),
+    ]).then((unsubscribe) => {
+      this.unsubscribe = unsubscribe;
+    });
+    await this.listening;
+    return async () => {
+      if (!this.flushers.delete(flush) || this.flushers.size > 0) return;
+      await this.listening;
+      this.listening = null;
+      await Promise.all(this.unsubscribe.map((u) => u().catch(() => {})));
+      this.unsubscribe = [];
+      for (const w of this.waiting.values()) w.done();
+      this.ring.clear();
+      CandidateIndex.byState.delete(this.state);
+    };
+  }
+
+  /**
+   * Keeps candidates packed as {@link RecentRing.remember} takes them, on this node: a batch's,
+   * or at start those put back from the log (oldest first).
+   */
+  remember(packed: Uint8Array, nowMs: number) {
+    this.ring.remember(packed, nowMs);
+  }
+
+  /**
+   * A key's members whose time is at least `sinceMs`, on every node, newest first (the latest
+   * arrival first among equal times), at most `limit`; a member held by several nodes (put back
+   * from the log by each) once.
+   */
+  async recall(key: string, sinceMs: number, limit: number): Promise<Recalled[]> {
+    const id = this.nextId++;
+    const waiting: Waiting = { expected: Number.POSITIVE_INFINITY, answers: [], done: () => {} };
+    const finished = new Promise<void>((resolve) => {
+      waiting.done = resolve;
+    });
+    this.waiting.set(id, waiting);
+    const timer = setTimeout(() => {
+      this.log.warn(
+        { expected: waiting.expected, answered: waiting.answers.length },
+        'deferred match: some nodes did not answer in time',
+      );
+      waiting.done();
+    }, this.timeoutMs);
+    try {
+      const ask: Ask = { node: this.node, id, key, sinceMs, limit };
+      waiting.expected = await this.state.publish(ASK_CHANNEL, JSON.stringify(ask));
+      if (waiting.answers.length >= waiting.expected) waiting.done();
+      await finished;
+    } finally {
+      clearTimeout(timer);
+      this.waiting.delete(id);
+    }
+    const merged = new Map<string, number>();
+    for (const found of waiting.answers) {
+      for (const [member, ms] of found) merged.set(member, ms);
+    }
+    return [...merged]
+      .map(([member, ms]) => ({ member, ms }))
+      .sort((a, b) => b.ms - a.ms)
+      .slice(0, limit);
+  }
+
+  /** Answers another node's question (or this node's own) from this node's candidates. */
+  private async answer(message: string) {
+    try {
+      const ask = JSON.parse(message) as Ask;
+      await Promise.all([...this.flushers].map((flush) => flush().catch(() => {})));
+      const found = this.ring.recall(ask.key, ask.sinceMs, ask.limit);
+      const reply: Reply = { id: ask.id, found: found.map((r) => [r.member, r.ms]) };
+      await this.state.publish(replyChannel(ask.node), JSON.stringify(reply));
+    } catch (err) {
+      this.log.warn({ err }, 'deferred match: a question could not be answered');
+    }
+  }
+
+  private collect(message: string) {
+    const reply = JSON.parse(message) as Reply;
+    const waiting = this.waiting.get(reply.id);
+    if (!waiting) return;
+    waiting.answers.push(reply.found);
+    if (waiting.answers.length >= waiting.expected) waiting.done();
+  }
+}

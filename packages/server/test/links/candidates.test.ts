@@ -1,0 +1,76 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import pino from 'pino';
+import { CandidateIndex } from '../../src/links/candidates.ts';
+import { packRecent } from '../../src/links/recent.ts';
+import { RedisState } from '../../src/state/redis.ts';
+import { freshState, LogCapture, REDIS_URL } from '../helpers.ts';
+
+const KINDS = ['memory', ...(REDIS_URL ? ['redis' as const] : [])] as const;
+const HOUR = 3_600_000;
+const t = Date.parse('2026-06-01T10:00:00.000Z');
+const entry = (member: string, ms: number) => ({ key: 'links:fp:k', member, ms, ttlMs: HOUR });
+
+for (const kind of KINDS) {
+  test(`a node that does not answer in time is left out, and said so (${kind})`, async () => {
+    const fresh = freshState(kind);
+    const logs = new LogCapture();
+    const index = CandidateIndex.of(fresh.state, pino({ level: 'warn' }, logs), 100, 50);
+    const detach = await index.attach(async () => {});
+    // A listener that never answers: another node, as far as publish counts.
+    const silent = kind === 'redis' ? new RedisState(REDIS_URL!, fresh.prefix) : fresh.state;
+    const unsubscribe = await silent.subscribe('links:candidates:ask', () => {});
+    try {
+      index.remember(packRecent([entry('clk_1 lnk_1', t)]), t);
+      assert.deepEqual(await index.recall('links:fp:k', 0, 10), [{ member: 'clk_1 lnk_1', ms: t }]);
+      assert.match(logs.text, /some nodes did not answer in time/);
+      assert.match(logs.text, /"expected":2,"answered":1/);
+      // Once it is gone, nobody is waited for.
+      await unsubscribe();
+      logs.lines = [];
+      assert.equal((await index.recall('links:fp:k', 0, 10)).length, 1);
+      assert.equal(logs.text, '');
+    } finally {
+      await detach();
+      if (silent !== fresh.state) await silent.close();
+      await fresh.drop();
+    }
+  });
+}
+
+test('a recall merges the nodes’ answers: newest first, a member held twice once, the limit over all', {
+  skip: !REDIS_URL && 'needs REDIS_URL',
+}, async () => {
+  const a = freshState('redis');
+  const bState = new RedisState(REDIS_URL!, a.prefix);
+  const log = pino({ level: 'silent' });
+  const nodeA = CandidateIndex.of(a.state, log);
+  const nodeB = CandidateIndex.of(bState, log);
+  assert.notEqual(nodeA, nodeB);
+  assert.equal(CandidateIndex.of(a.state, log), nodeA, 'one index per node');
+  const detach = [await nodeA.attach(async () => {}), await nodeB.attach(async () => {})];
+  try {
+    nodeA.remember(
+      packRecent([entry('clk_1 l', t), entry('clk_3 l', t + 3), entry('clk_4 l', t + 4)]),
+      t + 4,
+    );
+    // B holds clk_3 too (both put it back from the log at start).
+    nodeB.remember(
+      packRecent([entry('clk_2 l', t + 2), entry('clk_3 l', t + 3), entry('clk_5 l', t + 5)]),
+      t + 5,
+    );
+    assert.deepEqual(
+      (await nodeB.recall('links:fp:k', t + 2, 10)).map((r) => r.member),
+      ['clk_5 l', 'clk_4 l', 'clk_3 l', 'clk_2 l'],
+    );
+    assert.deepEqual(await nodeA.recall('links:fp:k', 0, 2), [
+      { member: 'clk_5 l', ms: t + 5 },
+      { member: 'clk_4 l', ms: t + 4 },
+    ]);
+    assert.deepEqual(await nodeA.recall('links:fp:other', 0, 2), []);
+  } finally {
+    for (const d of detach) await d();
+    await bState.close();
+    await a.drop();
+  }
+});

@@ -4,6 +4,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { CompiledQuery } from 'kysely';
 import type { SharedState } from '../state/index.ts';
 import type { Store } from '../storage/db.ts';
+import { CandidateIndex, MAX_CANDIDATES } from './candidates.ts';
 import {
   batchOutput,
   type ClickColumns,
@@ -23,7 +24,6 @@ import {
   parseClickLine,
   UPSERT_DAY,
 } from './click-log.ts';
-import { CandidateIndex, MAX_CANDIDATES } from './candidates.ts';
 import { packRecent, RECENT_MAX_PER_KEY, type RecentEntry } from './recent.ts';
 
 /** Clicks kept for a retry while the store refuses writes; beyond this, the oldest are dropped. */

@@ -129,11 +129,11 @@ export class CandidateIndex {
   }
 
   /**
-   * Keeps candidates packed as {@link RecentRing.remember} takes them, on this node: a batch's,
+   * Keeps candidates, as the records {@link RecentRing.remember} takes, on this node: a batch's,
    * or at start those put back from the log (oldest first).
    */
-  remember(packed: Uint8Array, nowMs: number) {
-    this.ring.remember(packed, nowMs);
+  remember(records: Uint8Array, nowMs: number) {
+    this.ring.remember(records, nowMs);
   }
 
   /**

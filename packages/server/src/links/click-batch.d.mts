@@ -25,5 +25,4 @@ export function batchOutput(
   c: ClickColumns,
   key: string,
   keepPerKey: number,
-): { rows: string; days: [string, string, number][]; candidates: string };
-export function candidateBytes(text: string): Uint8Array;
+): { rows: string; days: [string, string, number][]; candidates: Uint8Array };

@@ -6,6 +6,7 @@
  * does not hand the TypeScript loader to worker threads. Types: click-batch.d.mts.
  */
 import { createHmac, hash } from 'node:crypto';
+import { CandidateRecords } from './candidate-records.mjs';
 
 /**
  * The fingerprint key, derived from the server secret so that the secret itself is never hashed
@@ -83,18 +84,19 @@ const DAY_MS = 86_400_000;
  * included):
  * - `rows`: its `link_click_log` text, one line per click (see click-log.ts);
  * - `days`: its clicks counted per link and UTC day: link id, `YYYY-MM-DD`, count;
- * - `candidates`: its mobile clicks as deferred-match candidates, packed as
- *   `RecentRing.remember` (recent.ts) takes them: candidate key, time, lifetime and
- *   `clickId linkId`. Only the last `keepPerKey` of a key are among them: a key keeps no more
- *   members than that (the newest), so older ones of the same batch would be forgotten at once.
- *   One visitor clicking again and again (or many behind one address and browser) then costs
- *   the node `keepPerKey` entries per batch, not one per click.
+ * - `candidates`: its mobile clicks as deferred-match candidates, as the binary records
+ *   `RecentRing.remember` (recent.ts) takes (candidate-records.mjs: the candidate key's hash,
+ *   time, expiry and `clickId linkId`), in an `ArrayBuffer` of their own. Only the last
+ *   `keepPerKey` of a key are among them: a key keeps no more members than that (the newest),
+ *   so older ones of the same batch would be forgotten at once. One visitor clicking again and
+ *   again (or many behind one address and browser) then costs the node `keepPerKey` entries per
+ *   batch, not one per click.
  * A visitor's fingerprint is computed once per batch: clicks carry their IP and user agent as
  * indexes into the batch's tables, so repeated pairs are found by number.
  * @param {ClickColumns} c
  * @param {string} key from {@link fingerprintKey}
  * @param {number} keepPerKey see `RECENT_MAX_PER_KEY` (recent.ts)
- * @returns {{ rows: string, days: [string, string, number][], candidates: string }}
+ * @returns {{ rows: string, days: [string, string, number][], candidates: Uint8Array }}
  */
 export function batchOutput(c, key, keepPerKey) {
   const ids = Buffer.from(c.ids.buffer, c.ids.byteOffset, c.ids.byteLength);
@@ -146,7 +148,7 @@ export function batchOutput(c, key, keepPerKey) {
     }
   }
   let rows = '';
-  let candidates = '';
+  const candidates = new CandidateRecords(4096);
   for (let i = 0; i < c.size; i++) {
     const id = `clk_${ids.toString('latin1', i * ID_CHARS, (i + 1) * ID_CHARS)}`;
     const link = c.link[i];
@@ -168,27 +170,9 @@ export function batchOutput(c, key, keepPerKey) {
           PLATFORMS[c.platform[i]],
           clickFingerprints[i],
         );
-        candidates += `${candidate}\t${ms}\t${c.lifetimes[i]}\t${id} ${linkId}\n`;
+        candidates.add(candidate, ms, c.lifetimes[i], `${id} ${linkId}`);
       }
     }
   }
-  return { rows, days: [...counts.values()], candidates };
-}
-
-const NOT_ASCII = /[\u0080-\uffff]/;
-
-/**
- * Packed candidates (from {@link batchOutput}) as UTF-8 bytes in an `ArrayBuffer` of their own,
- * so that the writer thread can hand them over rather than copy them. They are ASCII (ids, a
- * base64url fingerprint, numbers), whose UTF-8 is its Latin-1: written as such, a byte per
- * character with no encoding step (the step took a fifth of a batch's time), after a scan that
- * sends anything else through the encoder.
- * @param {string} text
- * @returns {Uint8Array}
- */
-export function candidateBytes(text) {
-  if (NOT_ASCII.test(text)) return new TextEncoder().encode(text);
-  const bytes = Buffer.allocUnsafeSlow(text.length);
-  bytes.write(text, 0, 'latin1');
-  return bytes;
+  return { rows, days: [...counts.values()], candidates: candidates.finish() };
 }

@@ -11,13 +11,13 @@
  * workerData: `{ target, insertLog, upsertDay, fingerprintKey, keepPerKey }` (see `Data` below;
  * the two statements in the target's dialect).
  * In: `{ id, batch }` (the batch's columns, see `ClickColumns` in click-batch.mjs), or `'close'`.
- * Out: `{ id, candidates }` once written (the mobile clicks as match candidates, packed for
- * `RecentRing.remember` in recent.ts: UTF-8 bytes, transferred), or `{ id, error }`.
+ * Out: `{ id, candidates }` once written (the mobile clicks as match candidates: the records
+ * `RecentRing.remember` in recent.ts takes, transferred), or `{ id, error }`.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import SQLite from 'better-sqlite3';
 import pg from 'pg';
-import { batchOutput, candidateBytes } from './click-batch.mjs';
+import { batchOutput } from './click-batch.mjs';
 
 /**
  * @typedef {{ sqlite: string } | { postgres: { url: string, schema?: string } }} Target
@@ -121,9 +121,8 @@ async function handle(message) {
     const { batch } = message;
     const { rows, days, candidates } = batchOutput(batch, fingerprintKey, keepPerKey);
     await writer.write(batch.firstMs, batch.lastMs, rows, days);
-    // As bytes, handed over rather than copied: no string of the batch's size on the main heap.
-    const bytes = candidateBytes(candidates);
-    port.postMessage({ id: message.id, candidates: bytes }, [bytes.buffer]);
+    // Handed over rather than copied: binary records the main thread copies into its ring.
+    port.postMessage({ id: message.id, candidates }, [candidates.buffer]);
   } catch (err) {
     port.postMessage({ id: message.id, error: String(err) });
   }

@@ -8,7 +8,6 @@ import { CandidateIndex, MAX_CANDIDATES } from './candidates.ts';
 import {
   batchOutput,
   type ClickColumns,
-  candidateBytes,
   candidateKey,
   clickFingerprint,
   ID_CHARS,
@@ -33,7 +32,7 @@ const PG_INSERT_LOG = 'insert into link_click_log (first_ms, last_ms, clicks) va
 const PG_UPSERT_DAYS =
   'insert into link_click_days (link_id, day, clicks) select * from unnest($1::text[], $2::text[], $3::bigint[]) on conflict (link_id, day) do update set clicks = link_click_days.clicks + excluded.clicks';
 
-/** Log rows read at a time when candidates are put back at start, and entries packed at a time. */
+/** Log rows read at a time when candidates are put back at start; entries made records at once. */
 const RESTORE_PAGE = 200;
 const RESTORE_PACK = 10_000;
 /** A batch starts this small and doubles as clicks come, up to the recorder's `maxBatch`. */
@@ -406,13 +405,13 @@ export class ClickRecorder {
     }
   }
 
-  /** Writes the batch's log row and day counts; returns its candidates, packed. */
+  /** Writes the batch's log row and day counts; returns its candidates (candidate-records.mjs). */
   private async writeLog(batch: Batch): Promise<Uint8Array> {
     if (this.useThread) return this.writeInThread(batch);
     const { rows, days, candidates } = batchOutput(batch, this.fingerprintKey, RECENT_MAX_PER_KEY);
     if (this.store.sqlite) this.writeSqlite(batch, rows, days);
     else await this.writePostgres(batch, rows, days);
-    return candidateBytes(candidates);
+    return candidates;
   }
 
   private async writeInThread(batch: Batch): Promise<Uint8Array> {
@@ -500,7 +499,7 @@ class ClickWriterThread {
     });
   }
 
-  /** Resolves with the batch's match candidates, packed for `RecentRing.remember` (recent.ts). */
+  /** Resolves with the batch's match candidates, as records for `RecentRing.remember`. */
   write(batch: ClickColumns): Promise<Uint8Array> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {

@@ -88,7 +88,7 @@ export const linksMigrations: Record<string, Migration> = {
   },
   '0101_link_click_log': {
     // A row per redirect, with three indexes, cost more than the redirect itself: clicks become
-    // a log of batches, daily counts, and claims (match candidates live in the nodes' memory, see candidates.ts).
+    // a log of batches, daily counts, and claims (match candidates: see candidates.ts).
     async up(raw: Kysely<unknown>) {
       const db = raw as Kysely<LinksTables>;
       const postgres = db.getExecutor().adapter instanceof PostgresAdapter;

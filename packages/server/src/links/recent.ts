@@ -1,7 +1,9 @@
+import { CandidateRecords, hashHigh, hashText, RECORD_HEAD } from './candidate-records.mjs';
+
 /** One member remembered under a key, with its time and how long it is kept. */
 export interface RecentEntry {
   key: string;
-  /** What is remembered (no newline or tab). */
+  /** What is remembered. */
   member: string;
   /** Its time, milliseconds since the epoch: what `recall` filters and orders by. */
   ms: number;
@@ -10,14 +12,13 @@ export interface RecentEntry {
 }
 
 /**
- * Entries in the packed form {@link RecentRing.remember} takes: per entry `key`, time, lifetime
- * and member, tab-separated, each line ended by a newline (keys and members hold neither tabs
- * nor newlines; times are whole milliseconds), as UTF-8 bytes.
+ * Entries as the records {@link RecentRing.remember} takes (see candidate-records.mjs): how
+ * candidates are put back from the log, and how tests write them.
  */
-export function packRecent(entries: RecentEntry[]): Buffer {
-  let packed = '';
-  for (const e of entries) packed += `${e.key}\t${e.ms}\t${e.ttlMs}\t${e.member}\n`;
-  return Buffer.from(packed, 'utf8');
+export function packRecent(entries: RecentEntry[]): Uint8Array {
+  const records = new CandidateRecords(entries.length * 96);
+  for (const e of entries) records.add(e.key, e.ms, e.ttlMs, e.member);
+  return records.finish();
 }
 
 /** A remembered member and its time. */
@@ -31,8 +32,6 @@ export const RECENT_MAX_PER_KEY = 50;
 
 /** Members up to this many bytes are kept inline (a click candidate's is 61). */
 const INLINE_MEMBER = 64;
-const TAB = 9;
-const NEWLINE = 10;
 const FIRST_CAPACITY = 1024;
 
 /**
@@ -86,33 +85,33 @@ export class RecentRing {
   }
 
   /**
-   * Remembers the entries of `packed` (UTF-8): one per line, `key`, time (ms), lifetime (ms) and
-   * member, tab-separated (see {@link packRecent}). Then forgets what has expired by `nowMs`
-   * or is beyond the bound, oldest arrival first. Read as bytes, in one pass per line.
+   * Remembers the candidates of `records` (see candidate-records.mjs), in their order, then
+   * forgets what has expired by `nowMs` or is beyond the bound, oldest arrival first. Numbers
+   * and bytes copied, nothing parsed or hashed.
    */
-  remember(packed: Uint8Array, nowMs: number) {
+  remember(records: Uint8Array, nowMs: number) {
     this.now = nowMs;
-    const end = packed.length;
+    const view = new DataView(records.buffer, records.byteOffset, records.byteLength);
+    const end = records.length;
     let at = 0;
     while (at < end) {
-      const keyEnd = packed.indexOf(TAB, at);
-      const msEnd = keyEnd === -1 ? -1 : packed.indexOf(TAB, keyEnd + 1);
-      const ttlEnd = msEnd === -1 ? -1 : packed.indexOf(TAB, msEnd + 1);
-      let newline = packed.indexOf(NEWLINE, at);
-      if (newline === -1) newline = end;
-      if (keyEnd === -1 || ttlEnd === -1 || ttlEnd > newline) throw new Error('malformed entry');
-      const ms = digits(packed, keyEnd + 1, msEnd);
-      this.add(packed, at, keyEnd, ms, ms + digits(packed, msEnd + 1, ttlEnd), ttlEnd + 1, newline);
-      at = newline + 1;
+      const memberStart = at + RECORD_HEAD;
+      const memberEnd = memberStart > end ? end + 1 : memberStart + view.getUint16(at + 24, true);
+      if (memberEnd > end) throw new Error('malformed entry');
+      const ms = view.getFloat64(at + 8, true);
+      const expires = view.getFloat64(at + 16, true);
+      if (!(expires >= ms)) throw new Error('malformed entry');
+      const lo = view.getUint32(at, true);
+      this.add(lo, view.getUint32(at + 4, true), ms, expires, records, memberStart, memberEnd);
+      at = memberEnd;
     }
     this.forget(nowMs);
   }
 
   /** A key's members whose time is at least `sinceMs`, newest first, at most `limit`. */
   recall(key: string, sinceMs: number, limit: number): Recalled[] {
-    const bytes = Buffer.from(key, 'utf8');
-    const lo = hash64(bytes, 0, bytes.length);
-    const hi = hashHigh;
+    const lo = hashText(key);
+    const hi = hashHigh();
     const found: Recalled[] = [];
     let kept = 0;
     let seq = this.capacity === 0 ? -1 : this.newest[lo & (this.newest.length - 1)];
@@ -145,13 +144,13 @@ export class RecentRing {
     this.newest = new Float64Array(0);
   }
 
-  /** Adds one entry: its key is `bytes[keyStart, keyEnd)`, its member `bytes[memberStart, memberEnd)`. */
+  /** Adds one entry: its key's hash, times, and its member `bytes[memberStart, memberEnd)`. */
   private add(
-    bytes: Uint8Array,
-    keyStart: number,
-    keyEnd: number,
+    lo: number,
+    hi: number,
     ms: number,
     expiresMs: number,
+    bytes: Uint8Array,
     memberStart: number,
     memberEnd: number,
   ) {
@@ -161,9 +160,8 @@ export class RecentRing {
     }
     const seq = this.tail++;
     const slot = this.slot(seq);
-    const lo = hash64(bytes, keyStart, keyEnd);
     const bucket = lo & (this.newest.length - 1);
-    this.hashHi[slot] = hashHigh;
+    this.hashHi[slot] = hi;
     this.hashLo[slot] = lo;
     this.times[slot] = ms;
     this.expires[slot] = expiresMs;
@@ -236,47 +234,6 @@ export class RecentRing {
       this.newest[bucket] = seq;
     }
   }
-}
-
-/** The high half of the last {@link hash64}. */
-let hashHigh = 0;
-
-/**
- * A 64-bit hash of `bytes[start, end)` as two 32-bit halves, from two FNV-1a lanes with
- * different seeds and multipliers, each through Murmur3's finaliser: returns the low half, leaves
- * the high half in `hashHigh` (no allocation per entry).
- */
-function hash64(bytes: Uint8Array, start: number, end: number): number {
-  let a = 0x811c9dc5;
-  let b = 0x9747b28c;
-  for (let i = start; i < end; i++) {
-    const c = bytes[i];
-    a = Math.imul(a ^ c, 0x01000193);
-    b = Math.imul(b ^ c, 0x5bd1e995);
-  }
-  hashHigh = finish(b);
-  return finish(a);
-}
-
-function finish(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
-
-/** The non-negative integer written in `bytes[start, end)`. */
-function digits(bytes: Uint8Array, start: number, end: number): number {
-  if (start >= end) throw new Error('malformed entry');
-  let n = 0;
-  for (let i = start; i < end; i++) {
-    const d = bytes[i] - 48;
-    if (d < 0 || d > 9) throw new Error('malformed entry');
-    n = n * 10 + d;
-  }
-  return n;
 }
 
 function utf8(bytes: Uint8Array, start: number, end: number): string {

@@ -2,17 +2,12 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import pino from 'pino';
-import {
-  batchOutput,
-  type ClickColumns,
-  candidateBytes,
-  clickFingerprint,
-} from '../../src/links/click-batch.mjs';
+import { batchOutput, type ClickColumns, clickFingerprint } from '../../src/links/click-batch.mjs';
 import { newClickId } from '../../src/links/click-id.ts';
 import { clickIdTime, findClickLine, MAX_SPAN_MS } from '../../src/links/click-log.ts';
 import { ClickRecorder } from '../../src/links/clicks.ts';
 import { linksMigrations } from '../../src/links/migrations.ts';
-import { RECENT_MAX_PER_KEY } from '../../src/links/recent.ts';
+import { RECENT_MAX_PER_KEY, RecentRing } from '../../src/links/recent.ts';
 import { MemoryState } from '../../src/state/memory.ts';
 import { RedisState } from '../../src/state/redis.ts';
 import { openStore, type Store } from '../../src/storage/db.ts';
@@ -428,7 +423,14 @@ function batchOf(
   };
 }
 
-test('a batch hands the shared state only the newest candidates of a key', () => {
+/** A batch's candidate records as the node's ring reads them. */
+function ringOf(candidates: Uint8Array) {
+  const ring = new RecentRing(100_000);
+  ring.remember(candidates, 0);
+  return ring;
+}
+
+test('a batch hands the node only the newest candidates of a key', () => {
   const n = RECENT_MAX_PER_KEY * 3;
   const at = Date.parse('2026-06-02T12:00:00.000Z');
   const ids = Array.from({ length: n }, (_, i) => newClickId(at + i));
@@ -445,16 +447,17 @@ test('a batch hands the shared state only the newest candidates of a key', () =>
   });
   const { rows, candidates } = batchOutput(columns, KEY, RECENT_MAX_PER_KEY);
   assert.equal(rows.split('\n').length, n, 'every click is logged');
-  const lines = candidates.trimEnd().split('\n');
+  const ring = ringOf(candidates);
   const of = (ip: string) =>
-    lines
-      .filter((l) => l.startsWith(`links:fp:prj_1:android:${fp(ip)}\t`))
-      .map((l) => l.split('\t')[3].split(' ')[0]);
+    ring
+      .recall(`links:fp:prj_1:android:${fp(ip)}`, 0, 1000)
+      .map((r) => r.member.split(' ')[0])
+      .reverse();
   const mobile = (ip: number) => ids.filter((_, i) => i % 3 !== 0 && (i % 5 === 0 ? 1 : 0) === ip);
   assert.ok(mobile(0).length > RECENT_MAX_PER_KEY);
   assert.deepEqual(of('192.0.2.1'), mobile(0).slice(-RECENT_MAX_PER_KEY));
   assert.deepEqual(of('192.0.2.2'), mobile(1));
-  assert.equal(lines.length, RECENT_MAX_PER_KEY + mobile(1).length);
+  assert.equal(ring.size, RECENT_MAX_PER_KEY + mobile(1).length, 'no other candidate');
 });
 
 test('a batch keys candidates by project, platform and visitor, not by link', () => {
@@ -477,14 +480,15 @@ test('a batch keys candidates by project, platform and visitor, not by link', ()
   });
   // One member per key: each key's newest click only.
   const { candidates } = batchOutput(columns, KEY, 1);
-  const found = candidates
-    .trimEnd()
-    .split('\n')
-    .map((l) => {
-      const [key, , , member] = l.split('\t');
-      return [key.slice(0, key.lastIndexOf(':')), member];
-    })
-    .sort();
+  const ring = ringOf(candidates);
+  assert.equal(ring.size, 4);
+  const found = ['prj_1', 'prj_2'].flatMap((project) =>
+    ['android', 'ios'].map((platform) => {
+      const key = `links:fp:${project}:${platform}`;
+      const members = ring.recall(`${key}:${fp('192.0.2.1')}`, 0, 10).map((r) => r.member);
+      return [key, ...members];
+    }),
+  );
   const newest = (project: string, platform: number) => {
     let i = n - 1;
     while (columns.projects[links[i]] !== project || platforms[i] !== platform) i--;
@@ -496,13 +500,4 @@ test('a batch keys candidates by project, platform and visitor, not by link', ()
     ['links:fp:prj_2:android', newest('prj_2', 1)],
     ['links:fp:prj_2:ios', newest('prj_2', 2)],
   ]);
-});
-
-test('candidate bytes are the text in UTF-8, in a buffer of their own', () => {
-  const ascii = 'links:fp:prj_1:android:abc\t1\t2\tclk_1 lnk_1\n';
-  const bytes = candidateBytes(ascii);
-  assert.equal(Buffer.from(bytes).toString('utf8'), ascii);
-  assert.equal(bytes.buffer.byteLength, ascii.length, 'not a slice of a shared pool');
-  const other = 'k\t1\t2\tcafé ☕\n';
-  assert.equal(Buffer.from(candidateBytes(other)).toString('utf8'), other);
 });

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { hashBytes, hashHigh, hashText } from '../../src/links/candidate-records.mjs';
 import { packRecent, RECENT_MAX_PER_KEY, RecentRing } from '../../src/links/recent.ts';
 
 describe('recent ring: what a node keeps of its match candidates', () => {
@@ -76,10 +77,6 @@ describe('recent ring: what a node keeps of its match candidates', () => {
       [20, 19, 18].map((k) => ({ member: `clk_${k}`, ms: t2 + k * 4 * minute })),
     );
     assert.equal(ring.recall('fp:other', t2 + 79 * minute, 50).length, 1);
-  });
-
-  test('a malformed packed entry is refused', () => {
-    assert.throws(() => ring.remember(Buffer.from('k\t1\tm\n'), t0), /malformed entry/);
   });
 });
 
@@ -190,10 +187,40 @@ test('long and non-Latin-1 members come back whole; equal times come latest firs
   assert.equal(ring.size, 1);
 });
 
-test('a malformed packed entry is refused', () => {
+test('a key is found by the hash of its UTF-8 bytes, whatever its characters', () => {
   const ring = new RecentRing(10);
-  for (const bad of ['k\t1\t2\n', 'k\tx\t2\tm\n', 'k\t1\t-2\tm\n', 'k\t\t2\tm\n']) {
-    assert.throws(() => ring.remember(Buffer.from(bad), 1), /malformed entry/);
+  ring.remember(
+    packRecent([
+      { key: 'clé ☕', member: 'a', ms: 1, ttlMs: 10 },
+      { key: 'cle', member: 'b', ms: 1, ttlMs: 10 },
+    ]),
+    1,
+  );
+  assert.deepEqual(ring.recall('clé ☕', 0, 10), [{ member: 'a', ms: 1 }]);
+  assert.deepEqual(ring.recall('cle', 0, 10), [{ member: 'b', ms: 1 }]);
+  const bytes = Buffer.from('clé ☕');
+  const lo = hashText('clé ☕');
+  const hi = hashHigh();
+  assert.equal(hashBytes(bytes, 0, bytes.length), lo);
+  assert.equal(hashHigh(), hi);
+});
+
+test('malformed records are refused', () => {
+  const ring = new RecentRing(10);
+  const good = packRecent([{ key: 'k', member: 'clk_1 lnk_1', ms: 1, ttlMs: 2 }]);
+  const noExpiry = Uint8Array.from(good);
+  new DataView(noExpiry.buffer).setFloat64(16, Number.NaN, true);
+  const backwards = Uint8Array.from(good);
+  new DataView(backwards.buffer).setFloat64(16, 0, true);
+  for (const bad of [
+    good.subarray(0, good.length - 1),
+    good.subarray(0, 20),
+    noExpiry,
+    backwards,
+  ]) {
+    assert.throws(() => ring.remember(bad, 1), /malformed entry/);
   }
+  ring.remember(good, 1);
+  assert.deepEqual(ring.recall('k', 0, 10), [{ member: 'clk_1 lnk_1', ms: 1 }]);
   assert.throws(() => new RecentRing(0), RangeError);
 });

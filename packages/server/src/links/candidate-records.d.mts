@@ -4,6 +4,8 @@ export const MAX_MEMBER: 65535;
 export function hashHigh(): number;
 export function hashBytes(bytes: Uint8Array, start: number, end: number): number;
 export function hashText(text: string): number;
+export function hashAfter(lanes: Int32Array | Uint32Array, at: number, text: string): number;
+export function hashLanes(prefix: string, lanes: Int32Array | Uint32Array, at: number): void;
 export class CandidateRecords {
   constructor(capacity?: number);
   bytes: Uint8Array;
@@ -11,6 +13,8 @@ export class CandidateRecords {
   length: number;
   count: number;
   add(key: string, ms: number, ttlMs: number, member: string): void;
+  open(memberBytes: number): number;
+  close(lo: number, hi: number, ms: number, ttlMs: number, memberLength: number): void;
   finish(): Uint8Array;
   reserve(more: number): void;
 }

@@ -65,6 +65,46 @@ export function hashText(text) {
   return finish(a);
 }
 
+/**
+ * The hash of a key made of a prefix and `text` (ASCII), from the prefix's lanes
+ * ({@link hashLanes}): the prefix's bytes are hashed once for many keys. Returns the low half;
+ * {@link hashHigh} the high one.
+ * @param {Int32Array | Uint32Array} lanes
+ * @param {number} at where the prefix's two lanes are in `lanes`
+ * @param {string} text
+ */
+export function hashAfter(lanes, at, text) {
+  let a = lanes[at];
+  let b = lanes[at + 1];
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x5bd1e995);
+  }
+  high = finish(b);
+  return finish(a);
+}
+
+/**
+ * The two lanes of the hash after the bytes of `prefix` (ASCII), for {@link hashAfter}, written
+ * to `lanes` at `at`.
+ * @param {string} prefix
+ * @param {Int32Array | Uint32Array} lanes
+ * @param {number} at
+ */
+export function hashLanes(prefix, lanes, at) {
+  let a = 0x811c9dc5;
+  let b = 0x9747b28c;
+  for (let i = 0; i < prefix.length; i++) {
+    const c = prefix.charCodeAt(i);
+    if (c > 0x7f) throw new RangeError('not ASCII');
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x5bd1e995);
+  }
+  lanes[at] = a;
+  lanes[at + 1] = b;
+}
+
 /** @param {number} h */
 function finish(h) {
   h ^= h >>> 16;
@@ -95,10 +135,8 @@ export class CandidateRecords {
   add(key, ms, ttlMs, member) {
     const lo = hashText(key);
     const hi = high;
-    this.reserve(RECORD_HEAD + member.length * 3);
-    const at = this.length;
+    const start = this.open(member.length * 3);
     const bytes = this.bytes;
-    const start = at + RECORD_HEAD;
     let n = 0;
     for (; n < member.length; n++) {
       const c = member.charCodeAt(n);
@@ -107,13 +145,36 @@ export class CandidateRecords {
     }
     if (n < member.length) n = encoder.encodeInto(member, bytes.subarray(start)).written;
     if (n > MAX_MEMBER) throw new RangeError('member too long');
+    this.close(lo, hi, ms, ttlMs, n);
+  }
+
+  /**
+   * Starts a record whose member the caller writes itself, at most `memberBytes` long, into
+   * `this.bytes` from the offset returned; {@link close} ends it.
+   * @param {number} memberBytes
+   */
+  open(memberBytes) {
+    this.reserve(RECORD_HEAD + memberBytes);
+    return this.length + RECORD_HEAD;
+  }
+
+  /**
+   * Ends the record {@link open} started: its key's hash, time, lifetime and member length.
+   * @param {number} lo
+   * @param {number} hi
+   * @param {number} ms
+   * @param {number} ttlMs
+   * @param {number} memberLength
+   */
+  close(lo, hi, ms, ttlMs, memberLength) {
+    const at = this.length;
     const view = this.view;
     view.setUint32(at, lo, true);
     view.setUint32(at + 4, hi, true);
     view.setFloat64(at + 8, ms, true);
     view.setFloat64(at + 16, ms + ttlMs, true);
-    view.setUint16(at + 24, n, true);
-    this.length = start + n;
+    view.setUint16(at + 24, memberLength, true);
+    this.length = at + RECORD_HEAD + memberLength;
     this.count++;
   }
 

@@ -6,7 +6,7 @@
  * does not hand the TypeScript loader to worker threads. Types: click-batch.d.mts.
  */
 import { createHmac, hash } from 'node:crypto';
-import { CandidateRecords } from './candidate-records.mjs';
+import { CandidateRecords, hashAfter, hashHigh, hashLanes } from './candidate-records.mjs';
 
 /**
  * The fingerprint key, derived from the server secret so that the secret itself is never hashed
@@ -51,6 +51,8 @@ export const PLATFORM_CODES = { desktop: 0, android: 1, ios: 2, bot: 3 };
 export const ID_CHARS = 26;
 
 const DAY_MS = 86_400_000;
+const CLICK_ID_PREFIX = new TextEncoder().encode('clk_');
+const encoder = new TextEncoder();
 
 /**
  * A batch of clicks, column by column: typed arrays indexed by click (the first `size` entries),
@@ -128,6 +130,7 @@ export function batchOutput(c, key, keepPerKey) {
   }
   const projects = projectIndex.size;
   const agents = c.agents.length;
+  let mobile = 0;
   for (let i = 0; i < c.size; i++) {
     const visitor = c.ip[i] * agents + c.agent[i];
     let fingerprint = fingerprints.get(visitor);
@@ -143,12 +146,22 @@ export function batchOutput(c, key, keepPerKey) {
       const k = (visitor * projects + linkProject[c.link[i]]) * 2 + (platform & 1);
       clickKeys[i] = k;
       perKey.set(k, (perKey.get(k) ?? 0) + 1);
+      mobile++;
     } else {
       clickKeys[i] = -1;
     }
   }
   let rows = '';
-  const candidates = new CandidateRecords(4096);
+  // Room for every mobile click's record (a click candidate's is 87 bytes).
+  const candidates = new CandidateRecords(mobile * 96);
+  /**
+   * The hash lanes of each candidate key's prefix (`links:fp:{project}:{platform}:`), by project
+   * and platform, made when first needed: a key's hash then reads only its fingerprint.
+   */
+  const lanes = new Int32Array(projects * 4);
+  const lanesMade = new Uint8Array(projects * 2);
+  /** Each link's id as a member ends (` {link id}`, UTF-8), made when first needed. */
+  const linkTails = /** @type {(Uint8Array | undefined)[]} */ (new Array(c.linkIds.length));
   for (let i = 0; i < c.size; i++) {
     const id = `clk_${ids.toString('latin1', i * ID_CHARS, (i + 1) * ID_CHARS)}`;
     const link = c.link[i];
@@ -165,12 +178,22 @@ export function batchOutput(c, key, keepPerKey) {
       const toCome = /** @type {number} */ (perKey.get(k));
       perKey.set(k, toCome - 1);
       if (toCome <= keepPerKey) {
-        const candidate = candidateKey(
-          c.projects[link],
-          PLATFORMS[c.platform[i]],
-          clickFingerprints[i],
-        );
-        candidates.add(candidate, ms, c.lifetimes[i], `${id} ${linkId}`);
+        // The key's hash and the member's bytes (`clk_{id} {link id}`) written as they are, not
+        // as text to be encoded and hashed.
+        const prefix = (k % (projects * 2)) * 2;
+        if (lanesMade[prefix / 2] === 0) {
+          hashLanes(candidateKey(c.projects[link], PLATFORMS[c.platform[i]], ''), lanes, prefix);
+          lanesMade[prefix / 2] = 1;
+        }
+        const lo = hashAfter(lanes, prefix, clickFingerprints[i]);
+        const tail = (linkTails[link] ??= encoder.encode(` ${linkId}`));
+        const length = CLICK_ID_PREFIX.length + ID_CHARS + tail.length;
+        let at = candidates.open(length);
+        const out = candidates.bytes;
+        for (let j = 0; j < CLICK_ID_PREFIX.length; j++) out[at++] = CLICK_ID_PREFIX[j];
+        for (let j = i * ID_CHARS; j < (i + 1) * ID_CHARS; j++) out[at++] = c.ids[j];
+        for (let j = 0; j < tail.length; j++) out[at++] = tail[j];
+        candidates.close(lo, hashHigh(), ms, c.lifetimes[i], length);
       }
     }
   }

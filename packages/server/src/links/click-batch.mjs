@@ -186,7 +186,11 @@ export function batchOutput(c, key, keepPerKey) {
           lanesMade[prefix / 2] = 1;
         }
         const lo = hashAfter(lanes, prefix, clickFingerprints[i]);
-        const tail = (linkTails[link] ??= encoder.encode(` ${linkId}`));
+        let tail = linkTails[link];
+        if (tail === undefined) {
+          tail = encoder.encode(` ${linkId}`);
+          linkTails[link] = tail;
+        }
         const length = CLICK_ID_PREFIX.length + ID_CHARS + tail.length;
         let at = candidates.open(length);
         const out = candidates.bytes;

@@ -188,9 +188,15 @@ export class CandidateIndex {
   }
 
   private collect(message: string) {
-    const reply = JSON.parse(message) as Reply;
+    let reply: Reply;
+    try {
+      reply = JSON.parse(message) as Reply;
+    } catch {
+      this.log.warn('deferred match: an answer that is not JSON was ignored');
+      return;
+    }
     const waiting = this.waiting.get(reply.id);
-    if (!waiting) return;
+    if (!waiting || !Array.isArray(reply.found)) return;
     waiting.answers.push(reply.found);
     if (waiting.answers.length >= waiting.expected) waiting.done();
   }

@@ -401,7 +401,12 @@ export class ClickRecorder {
       }
       if (this.pending[0] === batch) this.pending.shift();
       this.pendingClicks -= batch.size;
-      this.index.remember(candidates, batch.lastMs);
+      try {
+        this.index.remember(candidates, batch.lastMs);
+      } catch (err) {
+        // Logged, not retried: the batch is written; only its probable matches are lost.
+        this.log.error({ err, clicks: batch.size }, 'link click candidates not kept');
+      }
     }
   }
 

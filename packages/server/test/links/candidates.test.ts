@@ -38,6 +38,31 @@ for (const kind of KINDS) {
   });
 }
 
+for (const kind of KINDS) {
+  test(`malformed questions and answers are logged and ignored (${kind})`, async () => {
+    const fresh = freshState(kind);
+    const logs = new LogCapture();
+    const index = CandidateIndex.of(fresh.state, pino({ level: 'warn' }, logs), 100, 5000);
+    const detach = await index.attach(async () => {});
+    try {
+      index.remember(packRecent([entry('clk_1 lnk_1', t)]), t);
+      const node = (index as unknown as { node: string }).node;
+      await fresh.state.publish('links:candidates:ask', 'not json');
+      await fresh.state.publish('links:candidates:ask', '{"node":"x","id":1}');
+      await fresh.state.publish(`links:candidates:reply:${node}`, 'not json either');
+      await fresh.state.publish(`links:candidates:reply:${node}`, '{"id":424242,"found":[]}');
+      // Answered in time, by the one node, despite what came before on both channels.
+      assert.deepEqual(await index.recall('links:fp:k', 0, 10), [{ member: 'clk_1 lnk_1', ms: t }]);
+      assert.match(logs.text, /a question could not be answered/);
+      assert.match(logs.text, /an answer that is not JSON was ignored/);
+      assert.doesNotMatch(logs.text, /did not answer in time/);
+    } finally {
+      await detach();
+      await fresh.drop();
+    }
+  });
+}
+
 test('a recall merges the nodes’ answers: newest first, a member held twice once, the limit over all', {
   skip: !REDIS_URL && 'needs REDIS_URL',
 }, async () => {

@@ -91,11 +91,6 @@ export class CandidateIndex {
     this.ring = new RecentRing(max);
   }
 
-  /** How many candidates this node holds. */
-  get size() {
-    return this.ring.size;
-  }
-
   /** Candidates this node holds at most. */
   get max() {
     return this.ring.max;
@@ -195,9 +190,13 @@ export class CandidateIndex {
       this.log.warn('deferred match: an answer that is not JSON was ignored');
       return;
     }
-    const waiting = this.waiting.get(reply.id);
+    const waiting = this.waiting.get(reply?.id);
     if (!waiting || !Array.isArray(reply.found)) return;
-    waiting.answers.push(reply.found);
+    waiting.answers.push(
+      reply.found.filter(
+        (e) => Array.isArray(e) && typeof e[0] === 'string' && typeof e[1] === 'number',
+      ),
+    );
     if (waiting.answers.length >= waiting.expected) waiting.done();
   }
 }

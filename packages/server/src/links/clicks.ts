@@ -322,6 +322,8 @@ export class ClickRecorder {
         .selectFrom('link_click_log')
         .select(['seq', 'clicks'])
         .where('last_ms', '>=', sinceMs)
+        // A batch spans at most MAX_SPAN_MS: the index on first_ms bounds the rows read.
+        .where('first_ms', '>=', sinceMs - MAX_SPAN_MS)
         .orderBy('seq', 'desc')
         .limit(RESTORE_PAGE);
       if (beforeSeq !== null) query = query.where('seq', '<', beforeSeq);

@@ -11,7 +11,6 @@ export class CandidateRecords {
   bytes: Uint8Array;
   view: DataView;
   length: number;
-  count: number;
   add(key: string, ms: number, ttlMs: number, member: string): void;
   open(memberBytes: number): number;
   close(lo: number, hi: number, ms: number, ttlMs: number, memberLength: number): void;

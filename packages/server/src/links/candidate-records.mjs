@@ -122,7 +122,6 @@ export class CandidateRecords {
     this.bytes = new Uint8Array(Math.max(64, capacity));
     this.view = new DataView(this.bytes.buffer);
     this.length = 0;
-    this.count = 0;
   }
 
   /**
@@ -175,7 +174,6 @@ export class CandidateRecords {
     view.setFloat64(at + 16, ms + ttlMs, true);
     view.setUint16(at + 24, memberLength, true);
     this.length = at + RECORD_HEAD + memberLength;
-    this.count++;
   }
 
   /** The records written, in an `ArrayBuffer` of their own (so it can be transferred). */

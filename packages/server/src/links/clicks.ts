@@ -314,7 +314,7 @@ export class ClickRecorder {
    * first up to the node's bound (read a page of log rows at a time, newest first). `ttlMs` is
    * their lifetime from their click. Resolves with how many.
    */
-  async restoreCandidates(sinceMs: number, nowMs: number, ttlMs: number) {
+  private async restoreCandidates(sinceMs: number, nowMs: number, ttlMs: number) {
     const entries: RecentEntry[] = [];
     let beforeSeq: number | null = null;
     while (entries.length < this.index.max) {

@@ -32,8 +32,6 @@ export const RECENT_MAX_PER_KEY = 50;
 
 /** Members up to this many bytes are kept inline (a click candidate's is 61). */
 const INLINE_MEMBER = 64;
-const FIRST_CAPACITY = 1024;
-
 /**
  * A node's deferred-match candidates (see candidates.ts): remembered entries in arrival
  * order in a ring of typed arrays, found through a table from each key's hash to its newest entry,
@@ -42,34 +40,41 @@ const FIRST_CAPACITY = 1024;
  * Why not an object per entry: a deferred-match candidate lives for the project's window (an
  * hour by default), so under load every entry outlives the young generation; objects, strings
  * and lists per entry made the garbage collector copy and mark each of them, on the thread that
- * answers redirects. Here an entry is a few numbers and its member's bytes: the ring grows by
- * doubling up to its bound and the collector sees a handful of arrays, whatever the count.
+ * answers redirects. Here an entry is a few numbers and its member's bytes, and the collector
+ * sees a handful of arrays, whatever the count.
+ *
+ * The arrays are made once, for the bound, at the first entry: about 100 bytes per entry of
+ * the bound (the default bound, a million, reserves some 110 MB of address space), which the
+ * operating system backs with memory only as entries arrive. A ring that grew as it filled
+ * copied every entry and relinked every chain at each step; and each step's new arrays counted
+ * as fresh memory to V8, which answered with a full collection of the heap every second or so
+ * until the ring was full (measured under load from new visitors: 8 to 13 full collections in
+ * 17 s, against 2 with no ring).
  *
  * A key is kept as a 64-bit hash, not as text: two keys with the same hash would share their
  * members. Keys here hold a keyed SHA-256 fingerprint, so that is as likely as guessing it.
  */
 export class RecentRing {
-  private capacity = 0;
   /** Sequence numbers: the oldest entry kept, and the next one to be written. */
   private head = 0;
   private tail = 0;
-  /** The slot of the oldest entry; the others follow it, wrapping around. */
-  private start = 0;
+  /** Entry `seq` is in slot `seq % max`. */
   private hashHi = new Uint32Array(0);
   private hashLo = new Uint32Array(0);
   private times = new Float64Array(0);
   private expires = new Float64Array(0);
-  /** The previous entry with the same bucket, as a sequence number (-1: none). */
+  /** The previous entry in the same bucket, as its sequence number + 1 (0: none). */
   private prev = new Float64Array(0);
   private memberLength = new Uint8Array(0);
   private members = new Uint8Array(0);
   /** Members longer than {@link INLINE_MEMBER} bytes, by sequence number. */
   private long = new Map<number, string>();
   /**
-   * The newest entry (a sequence number, -1 for none) of each bucket: the low bits of the key's
-   * hash, the table at least twice the ring's size. Keys sharing a bucket share its chain, and
-   * `recall` tells them apart by the whole hash. An entry that names a forgotten one is stale,
-   * which the chain's walk sees (`seq < head`).
+   * The newest entry of each bucket (the low bits of the key's hash), as its sequence number
+   * + 1 (0: none), a bucket per entry of the bound or more. Keys sharing a bucket share its
+   * chain, and `recall` tells them apart by the whole hash. An entry that names a forgotten one
+   * is stale, which the chain's walk sees (`seq < head`). Zero for none, so that a new table is
+   * not written before it is used.
    */
   private newest = new Float64Array(0);
   /** The `nowMs` of the latest write: entries expired by then are not recalled. */
@@ -114,25 +119,25 @@ export class RecentRing {
     const hi = hashHigh();
     const found: Recalled[] = [];
     let kept = 0;
-    let seq = this.capacity === 0 ? -1 : this.newest[lo & (this.newest.length - 1)];
+    let next = this.newest.length === 0 ? 0 : this.newest[lo & (this.newest.length - 1)];
     // Latest arrival first; the newest RECENT_MAX_PER_KEY arrivals of the key are its members.
-    while (seq >= this.head && kept < RECENT_MAX_PER_KEY) {
-      const slot = this.slot(seq);
+    while (next > this.head && kept < RECENT_MAX_PER_KEY) {
+      const seq = next - 1;
+      const slot = seq % this.max;
       if (this.hashHi[slot] === hi && this.hashLo[slot] === lo) {
         kept++;
         if (this.times[slot] >= sinceMs && this.expires[slot] > this.now) {
           found.push({ member: this.member(seq, slot), ms: this.times[slot] });
         }
       }
-      seq = this.prev[slot];
+      next = this.prev[slot];
     }
     // Newest first by time; a stable sort keeps the latest arrival first among equal times.
     return found.sort((a, b) => b.ms - a.ms).slice(0, limit);
   }
 
   clear() {
-    this.capacity = 0;
-    this.head = this.tail = this.start = 0;
+    this.head = this.tail = 0;
     this.hashHi = new Uint32Array(0);
     this.hashLo = new Uint32Array(0);
     this.times = new Float64Array(0);
@@ -154,23 +159,22 @@ export class RecentRing {
     memberStart: number,
     memberEnd: number,
   ) {
-    if (this.size === this.capacity) {
-      if (this.capacity < this.max) this.grow();
-      else this.drop();
-    }
+    if (this.size === this.max) this.drop();
+    if (this.newest.length === 0) this.allocate();
     const seq = this.tail++;
-    const slot = this.slot(seq);
+    const slot = seq % this.max;
     const bucket = lo & (this.newest.length - 1);
     this.hashHi[slot] = hi;
     this.hashLo[slot] = lo;
     this.times[slot] = ms;
     this.expires[slot] = expiresMs;
     this.prev[slot] = this.newest[bucket];
-    this.newest[bucket] = seq;
+    this.newest[bucket] = seq + 1;
     const length = memberEnd - memberStart;
     if (length <= INLINE_MEMBER) {
+      const members = this.members;
       const base = slot * INLINE_MEMBER;
-      for (let i = 0; i < length; i++) this.members[base + i] = bytes[memberStart + i];
+      for (let i = 0; i < length; i++) members[base + i] = bytes[memberStart + i];
       this.memberLength[slot] = length;
     } else {
       this.memberLength[slot] = 0;
@@ -178,9 +182,17 @@ export class RecentRing {
     }
   }
 
-  private slot(seq: number) {
-    const slot = this.start + (seq - this.head);
-    return slot < this.capacity ? slot : slot - this.capacity;
+  /** The ring's arrays, for the bound: zeroed memory that nothing writes before it is used. */
+  private allocate() {
+    const n = this.max;
+    this.hashHi = new Uint32Array(n);
+    this.hashLo = new Uint32Array(n);
+    this.times = new Float64Array(n);
+    this.expires = new Float64Array(n);
+    this.prev = new Float64Array(n);
+    this.memberLength = new Uint8Array(n);
+    this.members = new Uint8Array(n * INLINE_MEMBER);
+    this.newest = new Float64Array(2 ** Math.ceil(Math.log2(n)));
   }
 
   private member(seq: number, slot: number): string {
@@ -196,43 +208,13 @@ export class RecentRing {
    * recalled meanwhile): lifetimes are a lower bound on memory, the count is the upper one.
    */
   private forget(nowMs: number) {
-    while (this.size > 0 && this.expires[this.start] <= nowMs) this.drop();
+    while (this.size > 0 && this.expires[this.head % this.max] <= nowMs) this.drop();
   }
 
   /** Forgets the oldest entry. */
   private drop() {
     const seq = this.head++;
-    this.start = this.start + 1 === this.capacity ? 0 : this.start + 1;
     if (this.long.size > 0) this.long.delete(seq);
-  }
-
-  /** Doubles the ring (up to the bound), keeping every entry: oldest first from slot 0. */
-  private grow() {
-    const capacity = Math.min(this.max, Math.max(FIRST_CAPACITY, this.capacity * 2));
-    const moved = <T extends Uint8Array | Uint32Array | Float64Array>(from: T, per = 1): T => {
-      const to = new (from.constructor as new (n: number) => T)(capacity * per);
-      const first = Math.min(this.size, this.capacity - this.start);
-      to.set(from.subarray(this.start * per, (this.start + first) * per));
-      to.set(from.subarray(0, (this.size - first) * per), first * per);
-      return to;
-    };
-    this.hashHi = moved(this.hashHi);
-    this.hashLo = moved(this.hashLo);
-    this.times = moved(this.times);
-    this.expires = moved(this.expires);
-    this.prev = moved(this.prev);
-    this.memberLength = moved(this.memberLength);
-    this.members = moved(this.members, INLINE_MEMBER);
-    this.capacity = capacity;
-    this.start = 0;
-    // A bigger bucket table, and every chain linked again, oldest first.
-    this.newest = new Float64Array(2 ** Math.ceil(Math.log2(capacity * 2))).fill(-1);
-    for (let seq = this.head; seq < this.tail; seq++) {
-      const slot = seq - this.head;
-      const bucket = this.hashLo[slot] & (this.newest.length - 1);
-      this.prev[slot] = this.newest[bucket];
-      this.newest[bucket] = seq;
-    }
   }
 }
 

@@ -160,6 +160,37 @@ for (const c of cases) {
       assert.equal((await recorder.find(ids[1]))?.fingerprint, one);
     });
 
+    test('every click carries the fingerprint of its own address, whatever its shape', async () => {
+      const at = Date.parse('2026-06-02T10:00:00.000Z');
+      const addresses = [
+        '10.0.0.1',
+        '10.0.0.12',
+        '10.0.0.2',
+        '10.0.0.2',
+        '10.0.0.3',
+        '2001:db8::1',
+        '::ffff:255.255.255.255',
+        'ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255',
+        // What a trusted proxy may pass on: longer than any address, or not Latin-1.
+        `unknown, ${'x'.repeat(60)}`,
+        'адрес',
+        '',
+        '10.0.0.1',
+      ];
+      const ids = addresses.map((ip) => {
+        const id = newClickId(at);
+        recorder.record(id, 'prj_1', 'lnk_ip', 'android', ip, UA, at, HOUR);
+        return id;
+      });
+      await recorder.flush();
+      for (const [i, ip] of addresses.entries()) {
+        assert.equal((await recorder.find(ids[i]))?.fingerprint, fp(ip), ip);
+        const found = await recorder.candidates('prj_1', 'android', fp(ip), at - HOUR);
+        const expected = ids.filter((_, j) => addresses[j] === ip);
+        assert.deepEqual(new Set(found.map((f) => f.clickId)), new Set(expected), ip);
+      }
+    });
+
     test('one visitor clicking again and again leaves the newest candidates of its key, and every click in the log', async () => {
       const at = Date.parse('2026-06-02T11:00:00.000Z');
       const ip = '198.51.100.7';

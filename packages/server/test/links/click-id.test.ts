@@ -25,3 +25,22 @@ test('click ids are ULIDs: the time part as newId writes it, 80 random bits, nev
     assert.ok(new Set(ids.map((id) => id[p])).size > 20, `position ${p}`);
   }
 });
+
+test('every random character of click ids is uniform over the 32 characters (every bit used)', () => {
+  const n = 64_000;
+  const t0 = Date.parse('2026-11-26T02:00:00.000Z');
+  const counts = Array.from({ length: 16 }, () => new Map<string, number>());
+  for (let i = 0; i < n; i++) {
+    const id = newClickId(t0 + (i >> 8));
+    for (let p = 0; p < 16; p++) {
+      const c = id[14 + p];
+      counts[p].set(c, (counts[p].get(c) ?? 0) + 1);
+    }
+  }
+  for (const [p, count] of counts.entries()) {
+    assert.equal(count.size, 32, `position ${14 + p}`);
+    // Chi-square with 31 degrees of freedom: above 80 once in about 500,000 uniform draws.
+    const chi = [...count.values()].reduce((sum, x) => sum + (x - n / 32) ** 2 / (n / 32), 0);
+    assert.ok(chi < 80, `position ${14 + p}: chi-square ${chi.toFixed(1)}`);
+  }
+});

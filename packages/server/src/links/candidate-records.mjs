@@ -1,7 +1,7 @@
 // @ts-check
 /**
  * Match candidates as binary records, the form a batch hands to a node's candidate ring
- * (recent.ts): per candidate, its key's 64-bit hash (two 32-bit halves), its time and expiry
+ * (recent.mjs): per candidate, its key's 64-bit hash (two 32-bit halves), its time and expiry
  * (ms, 64-bit floats), its member's length (16 bits) and the member's UTF-8 bytes, little-endian,
  * back to back. The writer thread makes them, so that the redirects' thread only copies numbers
  * and bytes into the ring: no text to build, encode, parse or hash there. Plain JavaScript for

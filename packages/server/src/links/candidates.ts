@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { SharedState } from '../state/index.ts';
-import { type Recalled, RecentRing } from './recent.ts';
+import { type Recalled, RecentRing } from './recent.mjs';
 
 /** Candidates a node keeps at most, by default (about 120 bytes each; oldest dropped first). */
 export const MAX_CANDIDATES = 1_000_000;

@@ -87,7 +87,7 @@ const encoder = new TextEncoder();
  * - `rows`: its `link_click_log` text, one line per click (see click-log.ts);
  * - `days`: its clicks counted per link and UTC day: link id, `YYYY-MM-DD`, count;
  * - `candidates`: its mobile clicks as deferred-match candidates, as the binary records
- *   `RecentRing.remember` (recent.ts) takes (candidate-records.mjs: the candidate key's hash,
+ *   `RecentRing.remember` (recent.mjs) takes (candidate-records.mjs: the candidate key's hash,
  *   time, expiry and `clickId linkId`), in an `ArrayBuffer` of their own. Only the last
  *   `keepPerKey` of a key are among them: a key keeps no more members than that (the newest),
  *   so older ones of the same batch would be forgotten at once. One visitor clicking again and
@@ -97,7 +97,7 @@ const encoder = new TextEncoder();
  * indexes into the batch's tables, so repeated pairs are found by number.
  * @param {ClickColumns} c
  * @param {string} key from {@link fingerprintKey}
- * @param {number} keepPerKey see `RECENT_MAX_PER_KEY` (recent.ts)
+ * @param {number} keepPerKey see `RECENT_MAX_PER_KEY` (recent.mjs)
  * @returns {{ rows: string, days: [string, string, number][], candidates: Uint8Array }}
  */
 export function batchOutput(c, key, keepPerKey) {

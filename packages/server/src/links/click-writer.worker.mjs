@@ -12,7 +12,7 @@
  * the two statements in the target's dialect).
  * In: `{ id, batch }` (the batch's columns, see `ClickColumns` in click-batch.mjs), or `'close'`.
  * Out: `{ id, candidates }` once written (the mobile clicks as match candidates: the records
- * `RecentRing.remember` in recent.ts takes, transferred), or `{ id, error }`.
+ * `RecentRing.remember` in recent.mjs takes, transferred), or `{ id, error }`.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import SQLite from 'better-sqlite3';

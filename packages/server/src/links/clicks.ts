@@ -23,7 +23,7 @@ import {
   parseClickLine,
   UPSERT_DAY,
 } from './click-log.ts';
-import { packRecent, RECENT_MAX_PER_KEY, type RecentEntry } from './recent.ts';
+import { packRecent, RECENT_MAX_PER_KEY, type RecentEntry } from './recent.mjs';
 
 /** Clicks kept for a retry while the store refuses writes; beyond this, the oldest are dropped. */
 const MAX_PENDING = 100_000;

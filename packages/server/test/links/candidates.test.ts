@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pino from 'pino';
 import { CandidateIndex } from '../../src/links/candidates.ts';
-import { packRecent } from '../../src/links/recent.ts';
+import { packRecent } from '../../src/links/recent.mjs';
 import { RedisState } from '../../src/state/redis.ts';
 import { freshState, LogCapture, REDIS_URL } from '../helpers.ts';
 

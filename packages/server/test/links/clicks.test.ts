@@ -7,7 +7,7 @@ import { newClickId } from '../../src/links/click-id.ts';
 import { clickIdTime, findClickLine, MAX_SPAN_MS } from '../../src/links/click-log.ts';
 import { ClickRecorder } from '../../src/links/clicks.ts';
 import { linksMigrations } from '../../src/links/migrations.ts';
-import { RECENT_MAX_PER_KEY, RecentRing } from '../../src/links/recent.ts';
+import { RECENT_MAX_PER_KEY, RecentRing } from '../../src/links/recent.mjs';
 import { MemoryState } from '../../src/state/memory.ts';
 import { RedisState } from '../../src/state/redis.ts';
 import { openStore, type Store } from '../../src/storage/db.ts';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { hashBytes, hashHigh, hashText } from '../../src/links/candidate-records.mjs';
-import { packRecent, RECENT_MAX_PER_KEY, RecentRing } from '../../src/links/recent.ts';
+import { packRecent, RECENT_MAX_PER_KEY, RecentRing } from '../../src/links/recent.mjs';
 
 describe('recent ring: what a node keeps of its match candidates', () => {
   const ring = new RecentRing(1_000_000);

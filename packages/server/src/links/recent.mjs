@@ -1,31 +1,32 @@
+// @ts-check
+/**
+ * A node's deferred-match candidates in memory: {@link RecentRing}. Plain JavaScript, as the
+ * click writer thread holds the ring (Node 20 does not hand the TypeScript loader to worker
+ * threads). Types: recent.d.mts.
+ */
 import { CandidateRecords, hashHigh, hashText, RECORD_HEAD } from './candidate-records.mjs';
 
-/** One member remembered under a key, with its time and how long it is kept. */
-export interface RecentEntry {
-  key: string;
-  /** What is remembered. */
-  member: string;
-  /** Its time, milliseconds since the epoch: what `recall` filters and orders by. */
-  ms: number;
-  /** How long after `ms` it may be forgotten. */
-  ttlMs: number;
-}
+/**
+ * One member remembered under a key (`member`), with its time (`ms`, milliseconds since the
+ * epoch: what `recall` filters and orders by) and how long after it it may be forgotten.
+ * @typedef {{ key: string, member: string, ms: number, ttlMs: number }} RecentEntry
+ */
 
 /**
  * Entries as the records {@link RecentRing.remember} takes (see candidate-records.mjs): how
  * candidates are put back from the log, and how tests write them.
  */
-export function packRecent(entries: RecentEntry[]): Uint8Array {
+/**
+ * @param {RecentEntry[]} entries
+ * @returns {Uint8Array}
+ */
+export function packRecent(entries) {
   const records = new CandidateRecords(entries.length * 96);
   for (const e of entries) records.add(e.key, e.ms, e.ttlMs, e.member);
   return records.finish();
 }
 
-/** A remembered member and its time. */
-export interface Recalled {
-  member: string;
-  ms: number;
-}
+/** A remembered member and its time. @typedef {{ member: string, ms: number }} Recalled */
 
 /** Members kept per key at most (the newest); older ones are forgotten first. */
 export const RECENT_MAX_PER_KEY = 50;
@@ -55,34 +56,35 @@ const INLINE_MEMBER = 64;
  * members. Keys here hold a keyed SHA-256 fingerprint, so that is as likely as guessing it.
  */
 export class RecentRing {
-  /** Sequence numbers: the oldest entry kept, and the next one to be written. */
-  private head = 0;
-  private tail = 0;
-  /** Entry `seq` is in slot `seq % max`. */
-  private hashHi = new Uint32Array(0);
-  private hashLo = new Uint32Array(0);
-  private times = new Float64Array(0);
-  private expires = new Float64Array(0);
-  /** The previous entry in the same bucket, as its sequence number + 1 (0: none). */
-  private prev = new Float64Array(0);
-  private memberLength = new Uint8Array(0);
-  private members = new Uint8Array(0);
-  /** Members longer than {@link INLINE_MEMBER} bytes, by sequence number. */
-  private long = new Map<number, string>();
-  /**
-   * The newest entry of each bucket (the low bits of the key's hash), as its sequence number
-   * + 1 (0: none), a bucket per entry of the bound or more. Keys sharing a bucket share its
-   * chain, and `recall` tells them apart by the whole hash. An entry that names a forgotten one
-   * is stale, which the chain's walk sees (`seq < head`). Zero for none, so that a new table is
-   * not written before it is used.
-   */
-  private newest = new Float64Array(0);
-  /** The `nowMs` of the latest write: entries expired by then are not recalled. */
-  private now = Number.NEGATIVE_INFINITY;
-
-  /** @param max how many entries are kept at most (the oldest are forgotten first). */
-  constructor(readonly max: number) {
+  /** @param {number} max how many entries are kept at most (the oldest are forgotten first) */
+  constructor(max) {
     if (!(max >= 1)) throw new RangeError('the bound must be at least 1');
+    /** @readonly */
+    this.max = max;
+    /** Sequence numbers: the oldest entry kept, and the next one to be written. */
+    this.head = 0;
+    this.tail = 0;
+    // Entry `seq` is in slot `seq % max`; the arrays are made by `allocate` at the first entry.
+    this.hashHi = new Uint32Array(0);
+    this.hashLo = new Uint32Array(0);
+    this.times = new Float64Array(0);
+    this.expires = new Float64Array(0);
+    /** The previous entry in the same bucket, as its sequence number + 1 (0: none). */
+    this.prev = new Float64Array(0);
+    this.memberLength = new Uint8Array(0);
+    this.members = new Uint8Array(0);
+    /** Members longer than {@link INLINE_MEMBER} bytes, by sequence number. @type {Map<number, string>} */
+    this.long = new Map();
+    /**
+     * The newest entry of each bucket (the low bits of the key's hash), as its sequence number
+     * + 1 (0: none), a bucket per entry of the bound or more. Keys sharing a bucket share its
+     * chain, and `recall` tells them apart by the whole hash. An entry that names a forgotten
+     * one is stale, which the chain's walk sees (`seq < head`). Zero for none, so that a new
+     * table is not written before it is used.
+     */
+    this.newest = new Float64Array(0);
+    /** The `nowMs` of the latest write: entries expired by then are not recalled. */
+    this.now = Number.NEGATIVE_INFINITY;
   }
 
   get size() {
@@ -93,8 +95,10 @@ export class RecentRing {
    * Remembers the candidates of `records` (see candidate-records.mjs), in their order, then
    * forgets what has expired by `nowMs` or is beyond the bound, oldest arrival first. Numbers
    * and bytes copied, nothing parsed or hashed.
+   * @param {Uint8Array} records
+   * @param {number} nowMs
    */
-  remember(records: Uint8Array, nowMs: number) {
+  remember(records, nowMs) {
     this.now = nowMs;
     const view = new DataView(records.buffer, records.byteOffset, records.byteLength);
     const end = records.length;
@@ -113,11 +117,18 @@ export class RecentRing {
     this.forget(nowMs);
   }
 
-  /** A key's members whose time is at least `sinceMs`, newest first, at most `limit`. */
-  recall(key: string, sinceMs: number, limit: number): Recalled[] {
+  /**
+   * A key's members whose time is at least `sinceMs`, newest first, at most `limit`.
+   * @param {string} key
+   * @param {number} sinceMs
+   * @param {number} limit
+   * @returns {Recalled[]}
+   */
+  recall(key, sinceMs, limit) {
     const lo = hashText(key);
     const hi = hashHigh();
-    const found: Recalled[] = [];
+    /** @type {Recalled[]} */
+    const found = [];
     let kept = 0;
     let next = this.newest.length === 0 ? 0 : this.newest[lo & (this.newest.length - 1)];
     // Latest arrival first; the newest RECENT_MAX_PER_KEY arrivals of the key are its members.
@@ -149,16 +160,17 @@ export class RecentRing {
     this.newest = new Float64Array(0);
   }
 
-  /** Adds one entry: its key's hash, times, and its member `bytes[memberStart, memberEnd)`. */
-  private add(
-    lo: number,
-    hi: number,
-    ms: number,
-    expiresMs: number,
-    bytes: Uint8Array,
-    memberStart: number,
-    memberEnd: number,
-  ) {
+  /**
+   * Adds one entry: its key's hash, times, and its member `bytes[memberStart, memberEnd)`.
+   * @param {number} lo
+   * @param {number} hi
+   * @param {number} ms
+   * @param {number} expiresMs
+   * @param {Uint8Array} bytes
+   * @param {number} memberStart
+   * @param {number} memberEnd
+   */
+  add(lo, hi, ms, expiresMs, bytes, memberStart, memberEnd) {
     if (this.size === this.max) this.drop();
     if (this.newest.length === 0) this.allocate();
     const seq = this.tail++;
@@ -183,7 +195,7 @@ export class RecentRing {
   }
 
   /** The ring's arrays, for the bound: zeroed memory that nothing writes before it is used. */
-  private allocate() {
+  allocate() {
     const n = this.max;
     this.hashHi = new Uint32Array(n);
     this.hashLo = new Uint32Array(n);
@@ -195,7 +207,12 @@ export class RecentRing {
     this.newest = new Float64Array(2 ** Math.ceil(Math.log2(n)));
   }
 
-  private member(seq: number, slot: number): string {
+  /**
+   * @param {number} seq
+   * @param {number} slot
+   * @returns {string}
+   */
+  member(seq, slot) {
     const long = this.long.get(seq);
     if (long !== undefined) return long;
     const base = slot * INLINE_MEMBER;
@@ -206,18 +223,24 @@ export class RecentRing {
    * Forgets, oldest arrival first, what has expired or is beyond the bound. An entry that lives
    * longer than one that came after it holds the later one's room until it goes (it is no longer
    * recalled meanwhile): lifetimes are a lower bound on memory, the count is the upper one.
+   * @param {number} nowMs
    */
-  private forget(nowMs: number) {
+  forget(nowMs) {
     while (this.size > 0 && this.expires[this.head % this.max] <= nowMs) this.drop();
   }
 
   /** Forgets the oldest entry. */
-  private drop() {
+  drop() {
     const seq = this.head++;
     if (this.long.size > 0) this.long.delete(seq);
   }
 }
 
-function utf8(bytes: Uint8Array, start: number, end: number): string {
+/**
+ * @param {Uint8Array} bytes
+ * @param {number} start
+ * @param {number} end
+ */
+function utf8(bytes, start, end) {
   return Buffer.from(bytes.buffer, bytes.byteOffset + start, end - start).toString('utf8');
 }

@@ -32,11 +32,20 @@ interface Waiting {
   done: () => void;
 }
 
+/** Where a node keeps candidates besides its own ring: a recorder's click writer thread. */
+export interface CandidateSource {
+  /** Writes the recorder's queued clicks (and so keeps their candidates). */
+  flush(): Promise<void>;
+  /** A key's candidates it holds, as {@link RecentRing.recall} answers. */
+  recall(key: string, sinceMs: number, limit: number): Promise<Recalled[]>;
+}
+
 /**
  * Deferred-match candidates (a mobile click's click id and link under its fingerprint key, for
  * the project's window), kept in the memory of the node that served the click: a
- * {@link RecentRing} of typed arrays. A recall asks every node over the shared state's pub/sub
- * (this one included, through the same path) and merges their answers.
+ * {@link RecentRing} of typed arrays, held by the recorder's click writer thread (or, for a
+ * recorder writing in process, by this index). A recall asks every node over the shared state's
+ * pub/sub (this one included, through the same path) and merges their answers.
  *
  * Why not in the shared store: clicks come thousands of times more often than app installs.
  * Writing every mobile click into Redis cost Redis about 2 µs of CPU per click (a script per
@@ -59,8 +68,8 @@ export class CandidateIndex {
   private nextId = 1;
   private waiting = new Map<number, Waiting>();
   private unsubscribe: (() => Promise<void>)[] = [];
-  /** What writes the queued clicks of each recorder attached, run before answering. */
-  private flushers = new Set<() => Promise<void>>();
+  /** The recorders attached: their queued clicks are written, then their candidates read. */
+  private sources = new Set<CandidateSource>();
   private listening: Promise<void> | null = null;
 
   /**
@@ -91,19 +100,14 @@ export class CandidateIndex {
     this.ring = new RecentRing(max);
   }
 
-  /** Candidates this node holds at most. */
-  get max() {
-    return this.ring.max;
-  }
-
   /**
-   * Attaches a recorder: `flush` writes its queued clicks, and runs before this node answers,
-   * so that an answer covers every click the node has served. The first one attached starts the
-   * node answering questions (its own included); resolves with a detach, and the last one
-   * detached stops it and forgets the candidates.
+   * Attaches a recorder: its queued clicks are written before this node answers, so that an
+   * answer covers every click the node has served, and the candidates it holds are part of the
+   * answer. The first one attached starts the node answering questions (its own included);
+   * resolves with a detach, and the last one detached stops it and forgets the candidates.
    */
-  async attach(flush: () => Promise<void>): Promise<() => Promise<void>> {
-    this.flushers.add(flush);
+  async attach(source: CandidateSource): Promise<() => Promise<void>> {
+    this.sources.add(source);
     this.listening ??= Promise.all([
       this.state.subscribe(ASK_CHANNEL, (message) => void this.answer(message)),
       this.state.subscribe(replyChannel(this.node), (message) => this.collect(message)),
@@ -112,7 +116,7 @@ export class CandidateIndex {
     });
     await this.listening;
     return async () => {
-      if (!this.flushers.delete(flush) || this.flushers.size > 0) return;
+      if (!this.sources.delete(source) || this.sources.size > 0) return;
       await this.listening;
       this.listening = null;
       await Promise.all(this.unsubscribe.map((u) => u().catch(() => {})));
@@ -124,8 +128,9 @@ export class CandidateIndex {
   }
 
   /**
-   * Keeps candidates, as the records {@link RecentRing.remember} takes, on this node: a batch's,
-   * or at start those put back from the log (oldest first).
+   * Keeps candidates in this index's own ring, as the records {@link RecentRing.remember} takes:
+   * those of a recorder that writes in process, a batch's or, at start, those put back from the
+   * log (oldest first).
    */
   remember(records: Uint8Array, nowMs: number) {
     this.ring.remember(records, nowMs);
@@ -159,23 +164,30 @@ export class CandidateIndex {
       clearTimeout(timer);
       this.waiting.delete(id);
     }
-    const merged = new Map<string, number>();
-    for (const found of waiting.answers) {
-      for (const [member, ms] of found) merged.set(member, ms);
-    }
-    return [...merged]
-      .map(([member, ms]) => ({ member, ms }))
-      .sort((a, b) => b.ms - a.ms)
-      .slice(0, limit);
+    return newestOnce(
+      waiting.answers.map((found) => found.map(([member, ms]) => ({ member, ms }))),
+    ).slice(0, limit);
   }
 
   /** Answers another node's question (or this node's own) from this node's candidates. */
   private async answer(message: string) {
     try {
       const ask = JSON.parse(message) as Ask;
-      await Promise.all([...this.flushers].map((flush) => flush().catch(() => {})));
-      const found = this.ring.recall(ask.key, ask.sinceMs, ask.limit);
-      const reply: Reply = { id: ask.id, found: found.map((r) => [r.member, r.ms]) };
+      const sources = [...this.sources];
+      await Promise.all(sources.map((s) => s.flush().catch(() => {})));
+      const held = await Promise.all(
+        sources.map((s) =>
+          s.recall(ask.key, ask.sinceMs, ask.limit).catch((err) => {
+            this.log.warn({ err }, 'deferred match: a recorder could not be asked');
+            return [];
+          }),
+        ),
+      );
+      const found = newestOnce([this.ring.recall(ask.key, ask.sinceMs, ask.limit), ...held]);
+      const reply: Reply = {
+        id: ask.id,
+        found: found.slice(0, ask.limit).map((r) => [r.member, r.ms]),
+      };
       await this.state.publish(replyChannel(ask.node), JSON.stringify(reply));
     } catch (err) {
       this.log.warn({ err }, 'deferred match: a question could not be answered');
@@ -199,4 +211,11 @@ export class CandidateIndex {
     );
     if (waiting.answers.length >= waiting.expected) waiting.done();
   }
+}
+
+/** Lists of candidates merged: newest first, a member found in several lists once. */
+function newestOnce(lists: Recalled[][]): Recalled[] {
+  const merged = new Map<string, number>();
+  for (const found of lists) for (const r of found) merged.set(r.member, r.ms);
+  return [...merged].map(([member, ms]) => ({ member, ms })).sort((a, b) => b.ms - a.ms);
 }

@@ -5,19 +5,29 @@
  * row and its per-link, per-day counts — so that the redirects' event loop never waits on the
  * store.
  * It also computes each click's fingerprint, in a tight loop over the batch, rather than the
- * redirect doing it between requests. Plain JavaScript: Node 20 does not hand the TypeScript
- * loader (`--import tsx`) to worker threads.
+ * redirect doing it between requests, and holds the node's deferred-match candidates (the ring
+ * of recent.mjs): a written batch's mobile clicks go into it here, so that the redirects' thread
+ * does no work for them at all. Plain JavaScript: Node 20 does not hand the TypeScript loader
+ * (`--import tsx`) to worker threads.
  *
- * workerData: `{ target, insertLog, upsertDay, fingerprintKey, keepPerKey }` (see `Data` below;
- * the two statements in the target's dialect).
- * In: `{ id, batch }` (the batch's columns, see `ClickColumns` in click-batch.mjs), or `'close'`.
- * Out: `{ id, candidates }` once written (the mobile clicks as match candidates: the records
- * `RecentRing.remember` in recent.mjs takes, transferred), or `{ id, error }`.
+ * workerData: `{ target, insertLog, upsertDay, fingerprintKey, keepPerKey, maxCandidates }`
+ * (see `Data` below; the two statements in the target's dialect).
+ * In, each with an `id`, handled one at a time in order (so a recall sees every batch sent
+ * before it):
+ * - `{ id, batch }`: the batch's columns (see `ClickColumns` in click-batch.mjs) to write, and
+ *   its mobile clicks to keep as candidates once written;
+ * - `{ id, remember: records, nowMs }`: candidates to keep (the records `RecentRing.remember`
+ *   takes: those put back from the log at start);
+ * - `{ id, recall: { key, sinceMs, limit } }`: a key's candidates;
+ * - `'close'`.
+ * Out: `{ id }` once done, with `found` (`[member, ms][]`) for a recall, or `{ id, error }`; a
+ * written batch whose candidates could not be kept answers `{ id, notKept }` (the reason).
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import SQLite from 'better-sqlite3';
 import pg from 'pg';
 import { batchOutput } from './click-batch.mjs';
+import { RecentRing } from './recent.mjs';
 
 /**
  * @typedef {{ sqlite: string } | { postgres: { url: string, schema?: string } }} Target
@@ -27,6 +37,7 @@ import { batchOutput } from './click-batch.mjs';
  *   upsertDay: string,
  *   fingerprintKey: string,
  *   keepPerKey: number,
+ *   maxCandidates: number,
  * }} Data
  * @typedef {{
  *   write(firstMs: number, lastMs: number, rows: string, days: [string, string, number][]):
@@ -36,9 +47,9 @@ import { batchOutput } from './click-batch.mjs';
  */
 
 const port = /** @type {import('node:worker_threads').MessagePort} */ (parentPort);
-const { target, insertLog, upsertDay, fingerprintKey, keepPerKey } = /** @type {Data} */ (
-  workerData
-);
+const { target, insertLog, upsertDay, fingerprintKey, keepPerKey, maxCandidates } =
+  /** @type {Data} */ (workerData);
+const ring = new RecentRing(maxCandidates);
 
 /**
  * One transaction per batch on a connection of its own to the SQLite file.
@@ -108,21 +119,42 @@ function postgresWriter({ url, schema }) {
 
 const writer = 'sqlite' in target ? sqliteWriter(target.sqlite) : postgresWriter(target.postgres);
 
-/** @typedef {{ id: number, batch: import('./click-batch.mjs').ClickColumns } | 'close'} Message */
+/**
+ * @typedef {{ id: number, batch: import('./click-batch.mjs').ClickColumns }
+ *   | { id: number, remember: Uint8Array, nowMs: number }
+ *   | { id: number, recall: { key: string, sinceMs: number, limit: number } }
+ *   | 'close'} Message
+ */
 
 /** @param {Message} message */
 async function handle(message) {
   if (message === 'close') {
     await writer.close();
+    ring.clear();
     port.close();
     return;
   }
   try {
-    const { batch } = message;
-    const { rows, days, candidates } = batchOutput(batch, fingerprintKey, keepPerKey);
-    await writer.write(batch.firstMs, batch.lastMs, rows, days);
-    // Handed over rather than copied: binary records the main thread copies into its ring.
-    port.postMessage({ id: message.id, candidates }, [candidates.buffer]);
+    if ('batch' in message) {
+      const { batch } = message;
+      const { rows, days, candidates } = batchOutput(batch, fingerprintKey, keepPerKey);
+      await writer.write(batch.firstMs, batch.lastMs, rows, days);
+      try {
+        ring.remember(candidates, batch.lastMs);
+      } catch (err) {
+        // The batch is written; only its probable matches are lost.
+        port.postMessage({ id: message.id, notKept: String(err) });
+        return;
+      }
+      port.postMessage({ id: message.id });
+    } else if ('remember' in message) {
+      ring.remember(message.remember, message.nowMs);
+      port.postMessage({ id: message.id });
+    } else {
+      const { key, sinceMs, limit } = message.recall;
+      const found = ring.recall(key, sinceMs, limit).map((r) => [r.member, r.ms]);
+      port.postMessage({ id: message.id, found });
+    }
   } catch (err) {
     port.postMessage({ id: message.id, error: String(err) });
   }

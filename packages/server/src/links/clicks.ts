@@ -23,7 +23,7 @@ import {
   parseClickLine,
   UPSERT_DAY,
 } from './click-log.ts';
-import { packRecent, RECENT_MAX_PER_KEY, type RecentEntry } from './recent.mjs';
+import { packRecent, RECENT_MAX_PER_KEY, type Recalled, type RecentEntry } from './recent.mjs';
 
 /** Clicks kept for a retry while the store refuses writes; beyond this, the oldest are dropped. */
 const MAX_PENDING = 100_000;
@@ -188,6 +188,13 @@ export class ClickRecorder {
   /** This node's match candidates; a recall asks every node (see candidates.ts). */
   private index: CandidateIndex;
   private detach: (() => Promise<void>) | null = null;
+  /** The match window `start` was given, and the latest click time seen (for a restore). */
+  private windowMs = 0;
+  private latestMs = Number.NEGATIVE_INFINITY;
+  /** Whether `start` has put back the candidates (a thread that fails later has them again). */
+  private restored = false;
+  /** Candidates being put back after a thread failed: answers wait for them. */
+  private restoring: Promise<unknown> = Promise.resolve();
 
   /**
    * @param fingerprintKey from `fingerprintKey(server secret)` (click-batch.mjs): each click's
@@ -200,7 +207,7 @@ export class ClickRecorder {
     private log: FastifyBaseLogger,
     private maxDelayMs = 100,
     private maxBatch = 2000,
-    maxCandidates = MAX_CANDIDATES,
+    private maxCandidates = MAX_CANDIDATES,
   ) {
     this.index = CandidateIndex.of(state, log, maxCandidates);
     // In-memory SQLite has one connection only: its clicks are written in process.
@@ -229,6 +236,7 @@ export class ClickRecorder {
     }
     const mobile = platform === 'android' || platform === 'ios';
     b.add(id, projectId, linkId, platform, ip, userAgent, ms, mobile ? matchWindowMs : 0);
+    if (ms > this.latestMs) this.latestMs = ms;
     if (b.size >= this.maxBatch) void this.flush();
     else this.timer ??= setTimeout(() => void this.flush(), this.maxDelayMs);
   }
@@ -240,8 +248,18 @@ export class ClickRecorder {
    * before this node started, by itself or by a node that has stopped. Resolves with how many.
    */
   async start(nowMs: number, windowMs: number) {
-    this.detach ??= await this.index.attach(() => this.flush());
-    return this.restoreCandidates(nowMs - windowMs, nowMs, windowMs);
+    this.windowMs = windowMs;
+    this.latestMs = Math.max(this.latestMs, nowMs);
+    this.detach ??= await this.index.attach({
+      flush: async () => {
+        await this.flush();
+        await this.restoring;
+      },
+      recall: (key, sinceMs, limit) => this.recallHeld(key, sinceMs, limit),
+    });
+    const count = await this.restoreCandidates(nowMs - windowMs, nowMs, windowMs);
+    this.restored = true;
+    return count;
   }
 
   /** Resolves once every click queued before the call is written (or kept for a retry). */
@@ -317,7 +335,7 @@ export class ClickRecorder {
   private async restoreCandidates(sinceMs: number, nowMs: number, ttlMs: number) {
     const entries: RecentEntry[] = [];
     let beforeSeq: number | null = null;
-    while (entries.length < this.index.max) {
+    while (entries.length < this.maxCandidates) {
       let query = this.store.db
         .selectFrom('link_click_log')
         .select(['seq', 'clicks'])
@@ -346,11 +364,33 @@ export class ClickRecorder {
     }
     // Oldest first, as clicks arrive: beyond the bound, the oldest are the ones forgotten.
     entries.sort((a, b) => a.ms - b.ms);
-    const kept = entries.slice(-this.index.max);
+    const kept = entries.slice(-this.maxCandidates);
     for (let i = 0; i < kept.length; i += RESTORE_PACK) {
-      this.index.remember(packRecent(kept.slice(i, i + RESTORE_PACK)), nowMs);
+      await this.keep(packRecent(kept.slice(i, i + RESTORE_PACK)), nowMs);
     }
     return kept.length;
+  }
+
+  /**
+   * Keeps candidates where this recorder's are held: in its writer thread, or in the node's
+   * index when it writes in process (or the thread has failed).
+   */
+  private async keep(records: Uint8Array, nowMs: number) {
+    if (this.useThread) {
+      try {
+        await this.thread().remember(records, nowMs);
+        return;
+      } catch (err) {
+        if (this.useThread) throw err;
+      }
+    }
+    this.index.remember(records, nowMs);
+  }
+
+  /** A key's candidates this recorder's writer thread holds (none when it writes in process). */
+  private async recallHeld(key: string, sinceMs: number, limit: number): Promise<Recalled[]> {
+    if (!this.useThread || !this.writer) return [];
+    return this.writer.recall(key, sinceMs, limit);
   }
 
   /** Deletes log rows whose every click is older than `beforeMs`. */
@@ -389,7 +429,7 @@ export class ClickRecorder {
   private async drain() {
     while (this.pending.length > 0) {
       const batch = this.pending[0];
-      let candidates: Uint8Array;
+      let candidates: Uint8Array | null;
       try {
         candidates = await this.writeLog(batch);
       } catch (err) {
@@ -403,37 +443,63 @@ export class ClickRecorder {
       }
       if (this.pending[0] === batch) this.pending.shift();
       this.pendingClicks -= batch.size;
+      if (candidates === null) continue;
       try {
         this.index.remember(candidates, batch.lastMs);
       } catch (err) {
-        // Logged, not retried: the batch is written; only its probable matches are lost.
-        this.log.error({ err, clicks: batch.size }, 'link click candidates not kept');
+        this.candidatesNotKept(err, batch.size);
       }
     }
   }
 
-  /** Writes the batch's log row and day counts; returns its candidates (candidate-records.mjs). */
-  private async writeLog(batch: Batch): Promise<Uint8Array> {
-    if (this.useThread) return this.writeInThread(batch);
+  /** Logged, not retried: the batch is written; only its probable matches are lost. */
+  private candidatesNotKept(err: unknown, clicks: number) {
+    this.log.error({ err, clicks }, 'link click candidates not kept');
+  }
+
+  /**
+   * Writes the batch's log row and day counts. Its candidates are kept by the writer thread;
+   * written in process, they are returned (candidate-records.mjs) for the node's index.
+   */
+  private async writeLog(batch: Batch): Promise<Uint8Array | null> {
+    if (this.useThread) {
+      const notKept = await this.thread().write(batch.columns());
+      if (notKept !== undefined) this.candidatesNotKept(new Error(notKept), batch.size);
+      return null;
+    }
     const { rows, days, candidates } = batchOutput(batch, this.fingerprintKey, RECENT_MAX_PER_KEY);
     if (this.store.sqlite) this.writeSqlite(batch, rows, days);
     else await this.writePostgres(batch, rows, days);
     return candidates;
   }
 
-  private async writeInThread(batch: Batch): Promise<Uint8Array> {
+  /** The writer thread, started on first use. */
+  private thread(): ClickWriterThread {
     if (!this.writer) {
       const target: WriterTarget = this.store.postgres
         ? { postgres: this.store.postgres }
         : { sqlite: this.store.sqlite!.name };
-      this.writer = new ClickWriterThread(target, this.fingerprintKey, (err) => {
-        // The thread could not start or died: write in process from now on.
-        this.log.error({ err }, 'click writer thread failed; writing clicks in process');
-        this.useThread = false;
-        this.writer = null;
-      });
+      this.writer = new ClickWriterThread(target, this.fingerprintKey, this.maxCandidates, (err) =>
+        this.threadFailed(err),
+      );
     }
-    return this.writer.write(batch.columns());
+    return this.writer;
+  }
+
+  /**
+   * The thread could not start or died: clicks are written in process from now on, and the
+   * candidates it held are put back from the log into the node's index.
+   */
+  private threadFailed(err: Error) {
+    this.log.error({ err }, 'click writer thread failed; writing clicks in process');
+    this.useThread = false;
+    this.writer = null;
+    // Before that, `start`'s own restore puts them in the index (see `keep`).
+    if (this.closed || !this.restored) return;
+    const now = this.latestMs;
+    this.restoring = this.restoreCandidates(now - this.windowMs, now, this.windowMs).catch(
+      (restoreErr) => this.log.error({ err: restoreErr }, 'link click candidates not put back'),
+    );
   }
 
   private writeSqlite(batch: Batch, rows: string, days: [string, string, number][]) {
@@ -466,16 +532,31 @@ export class ClickRecorder {
 /** Where the writer thread writes: a SQLite file, or PostgreSQL (in the store's schema). */
 type WriterTarget = { sqlite: string } | { postgres: { url: string; schema?: string } };
 
+/** What the writer thread answers (see click-writer.worker.mjs). */
+interface WriterReply {
+  id: number;
+  error?: string;
+  notKept?: string;
+  found?: [member: string, ms: number][];
+}
+
 /** The main thread's side of `click-writer.worker.mjs`. */
 class ClickWriterThread {
   private worker: Worker;
   private nextId = 1;
+  private closing = false;
+  private failed = false;
   private pending = new Map<
     number,
-    { resolve: (candidates: Uint8Array) => void; reject: (err: Error) => void }
+    { resolve: (reply: WriterReply) => void; reject: (err: Error) => void }
   >();
 
-  constructor(target: WriterTarget, fingerprintKey: string, onFailure: (err: Error) => void) {
+  constructor(
+    target: WriterTarget,
+    fingerprintKey: string,
+    maxCandidates: number,
+    onFailure: (err: Error) => void,
+  ) {
     const postgres = 'postgres' in target;
     this.worker = new Worker(new URL('./click-writer.worker.mjs', import.meta.url), {
       workerData: {
@@ -484,15 +565,16 @@ class ClickWriterThread {
         upsertDay: postgres ? PG_UPSERT_DAYS : UPSERT_DAY,
         fingerprintKey,
         keepPerKey: RECENT_MAX_PER_KEY,
+        maxCandidates,
       },
     });
-    // It keeps the process alive only while a batch is being written.
+    // It keeps the process alive only while it has work.
     this.worker.unref();
-    this.worker.on('message', (m: { id: number; candidates?: Uint8Array; error?: string }) => {
+    this.worker.on('message', (m: WriterReply) => {
       const p = this.pending.get(m.id);
       this.pending.delete(m.id);
       if (this.pending.size === 0) this.worker.unref();
-      if (m.error === undefined) p?.resolve(m.candidates ?? new Uint8Array(0));
+      if (m.error === undefined) p?.resolve(m);
       else p?.reject(new Error(m.error));
     });
     const fail = (err: Error) => {
@@ -500,23 +582,46 @@ class ClickWriterThread {
       this.pending.clear();
       onFailure(err);
     };
-    this.worker.on('error', fail);
+    this.worker.on('error', (err) => {
+      this.failed = true;
+      fail(err);
+    });
+    // Exiting without being asked to, idle or not, is a failure too: nothing would answer.
     this.worker.on('exit', (code) => {
-      if (this.pending.size > 0) fail(new Error(`click writer exited (${code})`));
+      if (!this.closing && !this.failed) fail(new Error(`click writer exited (${code})`));
     });
   }
 
-  /** Resolves with the batch's match candidates, as records for `RecentRing.remember`. */
-  write(batch: ClickColumns): Promise<Uint8Array> {
+  /**
+   * Writes a batch; its candidates stay in the thread. Resolves with why they could not be
+   * kept, if they could not (the batch is written all the same).
+   */
+  async write(batch: ClickColumns): Promise<string | undefined> {
+    return (await this.request({ batch })).notKept;
+  }
+
+  /** Keeps candidates (records, see candidate-records.mjs) in the thread's ring. */
+  async remember(records: Uint8Array, nowMs: number): Promise<void> {
+    await this.request({ remember: records, nowMs }, [records.buffer as ArrayBuffer]);
+  }
+
+  /** A key's candidates in the thread's ring, after every batch sent before. */
+  async recall(key: string, sinceMs: number, limit: number): Promise<Recalled[]> {
+    const { found } = await this.request({ recall: { key, sinceMs, limit } });
+    return (found ?? []).map(([member, ms]) => ({ member, ms }));
+  }
+
+  private request(message: object, transfer: ArrayBuffer[] = []): Promise<WriterReply> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       if (this.pending.size === 0) this.worker.ref();
       this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ id, batch });
+      this.worker.postMessage({ id, ...message }, transfer);
     });
   }
 
   async close() {
+    this.closing = true;
     this.worker.ref();
     this.worker.postMessage('close');
     await new Promise((resolve) => this.worker.once('exit', resolve));

@@ -10,13 +10,15 @@ const KINDS = ['memory', ...(REDIS_URL ? ['redis' as const] : [])] as const;
 const HOUR = 3_600_000;
 const t = Date.parse('2026-06-01T10:00:00.000Z');
 const entry = (member: string, ms: number) => ({ key: 'links:fp:k', member, ms, ttlMs: HOUR });
+/** A recorder with nothing queued and no candidates of its own (they are in the index). */
+const NO_RECORDER = { flush: async () => {}, recall: async () => [] };
 
 for (const kind of KINDS) {
   test(`a node that does not answer in time is left out, and said so (${kind})`, async () => {
     const fresh = freshState(kind);
     const logs = new LogCapture();
     const index = CandidateIndex.of(fresh.state, pino({ level: 'warn' }, logs), 100, 50);
-    const detach = await index.attach(async () => {});
+    const detach = await index.attach(NO_RECORDER);
     // A listener that never answers: another node, as far as publish counts.
     const silent = kind === 'redis' ? new RedisState(REDIS_URL!, fresh.prefix) : fresh.state;
     const unsubscribe = await silent.subscribe('links:candidates:ask', () => {});
@@ -43,7 +45,7 @@ for (const kind of KINDS) {
     const fresh = freshState(kind);
     const logs = new LogCapture();
     const index = CandidateIndex.of(fresh.state, pino({ level: 'warn' }, logs), 100, 5000);
-    const detach = await index.attach(async () => {});
+    const detach = await index.attach(NO_RECORDER);
     try {
       index.remember(packRecent([entry('clk_1 lnk_1', t)]), t);
       const node = (index as unknown as { node: string }).node;
@@ -73,7 +75,21 @@ test('a recall merges the nodes’ answers: newest first, a member held twice on
   const nodeB = CandidateIndex.of(bState, log);
   assert.notEqual(nodeA, nodeB);
   assert.equal(CandidateIndex.of(a.state, log), nodeA, 'one index per node');
-  const detach = [await nodeA.attach(async () => {}), await nodeB.attach(async () => {})];
+  // B's recorder (its writer thread) holds clk_6, and clk_2 again; it is asked after a flush.
+  const asked: string[] = [];
+  const recorderB = {
+    flush: async () => {
+      asked.push('flush');
+    },
+    recall: async (key: string, sinceMs: number) => {
+      asked.push('recall');
+      return [
+        { member: 'clk_6 l', ms: t + 6 },
+        { member: 'clk_2 l', ms: t + 2 },
+      ].filter((r) => key === 'links:fp:k' && r.ms >= sinceMs);
+    },
+  };
+  const detach = [await nodeA.attach(NO_RECORDER), await nodeB.attach(recorderB)];
   try {
     nodeA.remember(
       packRecent([entry('clk_1 l', t), entry('clk_3 l', t + 3), entry('clk_4 l', t + 4)]),
@@ -86,11 +102,12 @@ test('a recall merges the nodes’ answers: newest first, a member held twice on
     );
     assert.deepEqual(
       (await nodeB.recall('links:fp:k', t + 2, 10)).map((r) => r.member),
-      ['clk_5 l', 'clk_4 l', 'clk_3 l', 'clk_2 l'],
+      ['clk_6 l', 'clk_5 l', 'clk_4 l', 'clk_3 l', 'clk_2 l'],
     );
+    assert.deepEqual(asked, ['flush', 'recall']);
     assert.deepEqual(await nodeA.recall('links:fp:k', 0, 2), [
+      { member: 'clk_6 l', ms: t + 6 },
       { member: 'clk_5 l', ms: t + 5 },
-      { member: 'clk_4 l', ms: t + 4 },
     ]);
     assert.deepEqual(await nodeA.recall('links:fp:other', 0, 2), []);
   } finally {

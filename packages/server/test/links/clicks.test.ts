@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
+import type { Worker } from 'node:worker_threads';
 import { sql } from 'kysely';
 import pino from 'pino';
 import { batchOutput, type ClickColumns, clickFingerprint } from '../../src/links/click-batch.mjs';
@@ -322,6 +323,38 @@ test('a node that starts puts back the candidates still inside a window, the new
     await restarted.close();
     await small.close();
   } finally {
+    await drop();
+  }
+});
+
+test('a writer thread that dies leaves no candidate behind: they are put back, and clicks are written in process', async () => {
+  const { store, drop } = await freshStore('sqlite');
+  const shared = freshState('memory');
+  const logs = new LogCapture();
+  const recorder = new ClickRecorder(store, shared.state, KEY, pino({ level: 'warn' }, logs));
+  const at = Date.now();
+  await recorder.start(at, HOUR);
+  try {
+    const before = newClickId(at);
+    recorder.record(before, 'prj_1', 'lnk_1', 'android', '192.0.2.30', UA, at, HOUR);
+    await recorder.flush();
+    // The thread ends while idle, as a crash would end it.
+    const thread = (recorder as unknown as { writer: { worker: Worker } }).writer.worker;
+    await thread.terminate();
+    assert.match(logs.text, /click writer thread failed/);
+    const after = newClickId(at + 1);
+    recorder.record(after, 'prj_1', 'lnk_1', 'android', '192.0.2.30', UA, at + 1, HOUR);
+    await recorder.flush();
+    const found = await recorder.candidates('prj_1', 'android', fp('192.0.2.30'), at - HOUR);
+    assert.deepEqual(
+      found.map((f) => f.clickId),
+      [after, before],
+    );
+    assert.equal((await recorder.find(after))?.linkId, 'lnk_1');
+    assert.doesNotMatch(logs.text, /not put back|not kept/);
+  } finally {
+    await recorder.close();
+    await shared.drop();
     await drop();
   }
 });

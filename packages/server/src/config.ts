@@ -52,6 +52,11 @@ export interface Config {
   keyCacheTtlMs: number;
   /** `SVC_BODY_LIMIT` (1048576): the largest request body in bytes. */
   bodyLimitBytes: number;
+  /**
+   * `SVC_LINKS_MAX_CANDIDATES` (1000000): deferred-link match candidates a node keeps at most
+   * (about 105 bytes each, reserved at the first one; the oldest are dropped first).
+   */
+  linksMaxCandidates: number;
   /** `LOG_LEVEL` (info): pino level (`fatal`…`trace`, or `silent`). */
   logLevel: string;
   /** `SVC_BOOTSTRAP` (true): create the `default` project and keys on first start with an empty store. */
@@ -160,6 +165,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     clientKeyRateLimitPerMinute: int(env, 'SVC_CLIENT_KEY_RATE_LIMIT', 120, 1, 10_000_000),
     keyCacheTtlMs: int(env, 'SVC_KEY_CACHE_TTL_MS', 30_000, 0, 3_600_000),
     bodyLimitBytes: int(env, 'SVC_BODY_LIMIT', 1_048_576, 1024, 100 * 1_048_576),
+    linksMaxCandidates: int(env, 'SVC_LINKS_MAX_CANDIDATES', 1_000_000, 1000, 50_000_000),
     logLevel,
     bootstrap: bool(env, 'SVC_BOOTSTRAP', true),
     smsSender: loadSmsSenderConfig(env, (message) => {

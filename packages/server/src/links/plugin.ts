@@ -18,7 +18,15 @@ const PROJECTS_CHANNEL = 'links:projects';
 export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { svc }) => {
   const defaultHost = new URL(svc.config.publicUrl).host.toLowerCase();
   const directory = new LinkDirectory(svc.store, svc.clock, defaultHost);
-  const clicks = new ClickRecorder(svc.store, svc.state, fingerprintKey(svc.secret), app.log);
+  const clicks = new ClickRecorder(
+    svc.store,
+    svc.state,
+    fingerprintKey(svc.secret),
+    app.log,
+    undefined,
+    undefined,
+    svc.config.linksMaxCandidates,
+  );
   const service = new LinkService(
     svc.store,
     svc.state,

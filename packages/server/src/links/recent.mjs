@@ -61,28 +61,9 @@ export class RecentRing {
     if (!(max >= 1)) throw new RangeError('the bound must be at least 1');
     /** @readonly */
     this.max = max;
-    /** Sequence numbers: the oldest entry kept, and the next one to be written. */
-    this.head = 0;
-    this.tail = 0;
-    // Entry `seq` is in slot `seq % max`; the arrays are made by `allocate` at the first entry.
-    this.hashHi = new Uint32Array(0);
-    this.hashLo = new Uint32Array(0);
-    this.times = new Float64Array(0);
-    this.expires = new Float64Array(0);
-    /** The previous entry in the same bucket, as its sequence number + 1 (0: none). */
-    this.prev = new Float64Array(0);
-    this.memberLength = new Uint8Array(0);
-    this.members = new Uint8Array(0);
     /** Members longer than {@link INLINE_MEMBER} bytes, by sequence number. @type {Map<number, string>} */
     this.long = new Map();
-    /**
-     * The newest entry of each bucket (the low bits of the key's hash), as its sequence number
-     * + 1 (0: none), a bucket per entry of the bound or more. Keys sharing a bucket share its
-     * chain, and `recall` tells them apart by the whole hash. An entry that names a forgotten
-     * one is stale, which the chain's walk sees (`seq < head`). Zero for none, so that a new
-     * table is not written before it is used.
-     */
-    this.newest = new Float64Array(0);
+    this.clear();
     /** The `nowMs` of the latest write: entries expired by then are not recalled. */
     this.now = Number.NEGATIVE_INFINITY;
   }
@@ -147,16 +128,28 @@ export class RecentRing {
     return found.sort((a, b) => b.ms - a.ms).slice(0, limit);
   }
 
+  /** Forgets every entry and lets go of the arrays (made again at the next entry). */
   clear() {
-    this.head = this.tail = 0;
+    /** Sequence numbers: the oldest entry kept, and the next one to be written. */
+    this.head = 0;
+    this.tail = 0;
+    // Entry `seq` is in slot `seq % max`; the arrays are made by `allocate` at the first entry.
     this.hashHi = new Uint32Array(0);
     this.hashLo = new Uint32Array(0);
     this.times = new Float64Array(0);
     this.expires = new Float64Array(0);
+    /** The previous entry in the same bucket, as its sequence number + 1 (0: none). */
     this.prev = new Float64Array(0);
     this.memberLength = new Uint8Array(0);
     this.members = new Uint8Array(0);
     this.long.clear();
+    /**
+     * The newest entry of each bucket (the low bits of the key's hash), as its sequence number
+     * + 1 (0: none), a bucket per entry of the bound or more. Keys sharing a bucket share its
+     * chain, and `recall` tells them apart by the whole hash. An entry that names a forgotten
+     * one is stale, which the chain's walk sees (`seq < head`). Zero for none, so that a new
+     * table is not written before it is used.
+     */
     this.newest = new Float64Array(0);
   }
 

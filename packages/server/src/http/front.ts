@@ -101,6 +101,12 @@ export class FastFront {
   serverFactory(): FastifyServerFactory {
     return (fastify, options) => {
       const server = http.createServer(options.http ?? {}, (request, response) => {
+        // `statusCode` and `statusMessage` live on the response's prototype until written, and
+        // which comes first depends on the path: writeHead alone writes the message first, a
+        // Fastify route that sets a code writes the code first. Each order is another hidden
+        // class for every response, so the code of Node's and Fastify's that reads responses
+        // would handle two. Written here first, the status makes one.
+        response.statusCode = 200;
         if (!this.tryAnswer(request, response)) fastify(request, response);
       });
       // What Fastify does to the servers it makes itself.
@@ -151,8 +157,11 @@ export class FastFront {
       } catch {
         // A header Node refuses (a character a header may not hold): nothing was sent yet, and
         // Fastify's error handling answers it as a problem, where a throw here would end the
-        // process.
+        // process. writeHead had set the status and its message ("Found"): the fallback starts
+        // from a response as new (a 500 must not go out as "500 Found").
         for (const name of response.getHeaderNames()) response.removeHeader(name);
+        response.statusCode = 200;
+        response.statusMessage = '';
         return false;
       }
       response.end(answer.body);

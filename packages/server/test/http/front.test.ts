@@ -23,11 +23,17 @@ async function serve(handler: FastHandler, fallback: http.RequestListener) {
 
 async function get(port: number, path: string) {
   const res = await fetch(`http://127.0.0.1:${port}${path}`, { redirect: 'manual' });
-  return { status: res.status, headers: res.headers, body: await res.text() };
+  return {
+    status: res.status,
+    statusText: res.statusText,
+    headers: res.headers,
+    body: await res.text(),
+  };
 }
 
 test('an answer with a header Node refuses goes to the fallback instead of ending the process', async () => {
   const fallbackHeaders: string[][] = [];
+  const fallbackStatus: number[] = [];
   const { front, server, port } = await serve(
     (rest): FastAnswer =>
       rest === 'bad'
@@ -35,7 +41,8 @@ test('an answer with a header Node refuses goes to the fallback instead of endin
         : { status: 200, headers: { 'content-type': 'text/plain' }, body: `ok ${rest}` },
     (req, res) => {
       fallbackHeaders.push(res.getHeaderNames());
-      res.statusCode = 500;
+      fallbackStatus.push(res.statusCode);
+      res.statusCode = req.url === '/x/bad' ? 404 : 500;
       res.end(`fallback ${req.url}`);
     },
   );
@@ -47,9 +54,11 @@ test('an answer with a header Node refuses goes to the fallback instead of endin
     assert.equal(good.headers.get('content-length'), '4');
 
     const bad = await get(port, '/x/bad');
-    assert.equal(bad.status, 500);
+    assert.equal(bad.status, 404);
+    assert.equal(bad.statusText, 'Not Found', "not the refused answer's status message");
     assert.equal(bad.body, 'fallback /x/bad');
     assert.deepEqual(fallbackHeaders, [[]], 'the fallback starts from a clean response');
+    assert.deepEqual(fallbackStatus, [200], 'with the default status');
     assert.equal(front.answered, 1);
 
     // Other paths and methods are not the front's.

@@ -119,6 +119,32 @@ for (const backend of BACKENDS) {
       assert.ok(Number(line.split(' ').at(-1)) >= 2);
     });
 
+    test('a response answered by the front has the own properties, in order, of one Fastify answered', async () => {
+      // Node's response objects keep their status on the prototype until it is written; written
+      // in another order by the front than by Fastify, they had two hidden classes, and the
+      // code of Node and Fastify that reads responses had to handle both.
+      const link = await create({ url: 'https://shop.example.com/p/shape' });
+      const headers = { host: DEFAULT_HOST, 'user-agent': UA.desktopChrome };
+      const shapes: string[][] = [];
+      const capture = (_req: http.IncomingMessage, res: http.ServerResponse) => {
+        res.once('finish', () => shapes.push(Object.keys(res)));
+      };
+      s.app.server.prependListener('request', capture);
+      try {
+        await httpRequest(port, `/l/${link.slug}`, headers); // Fastify loads it
+        const before = s.app.svc.front.answered;
+        await httpRequest(port, `/l/${link.slug}`, headers); // the front answers
+        assert.equal(s.app.svc.front.answered, before + 1);
+        await httpRequest(port, '/l/nope1234', headers); // Fastify: a page
+        await httpRequest(port, '/healthz', {}); // Fastify: JSON
+      } finally {
+        s.app.server.removeListener('request', capture);
+      }
+      assert.equal(shapes.length, 4);
+      assert.ok(shapes[1].includes('statusCode'), 'the front wrote its status');
+      for (const shape of shapes.slice(1)) assert.deepEqual(shape, shapes[0]);
+    });
+
     test('a query string, unknown and expired links, HEAD and other hosts', async () => {
       const link = await create({ url: 'https://shop.example.com/p/3' });
       const headers = { host: DEFAULT_HOST, 'user-agent': UA.desktopChrome };

@@ -82,10 +82,12 @@ export function httpRequest(
   path: string,
   headers: Record<string, string>,
   method = 'GET',
+  /** `false`: a connection of its own, not one the global agent keeps alive. */
+  agent?: false,
 ) {
   return new Promise<HttpAnswer>((resolve, reject) => {
     http
-      .request({ host: '127.0.0.1', port, path, method, headers }, (res) => {
+      .request({ host: '127.0.0.1', port, path, method, headers, agent }, (res) => {
         let body = '';
         res.setEncoding('utf8');
         res.on('data', (chunk) => {

@@ -119,29 +119,36 @@ for (const backend of BACKENDS) {
       assert.ok(Number(line.split(' ').at(-1)) >= 2);
     });
 
-    test('a response answered by the front has the own properties, in order, of one Fastify answered', async () => {
-      // Node's response objects keep their status on the prototype until it is written; written
-      // in another order by the front than by Fastify, they had two hidden classes, and the
-      // code of Node and Fastify that reads responses had to handle both.
+    test('requests answered by the front leave responses and sockets shaped as Fastify leaves them', async () => {
+      // V8 gives objects with the same properties added in the same order one hidden class.
+      // Node's responses keep their status on the prototype until it is written, and a socket
+      // learns its peer's address when first asked: left to each path, the front and Fastify's
+      // routes made two kinds of each, and the code of Node and Fastify that handles them had
+      // to handle both. Every request here on a connection of its own.
       const link = await create({ url: 'https://shop.example.com/p/shape' });
       const headers = { host: DEFAULT_HOST, 'user-agent': UA.desktopChrome };
-      const shapes: string[][] = [];
-      const capture = (_req: http.IncomingMessage, res: http.ServerResponse) => {
-        res.once('finish', () => shapes.push(Object.keys(res)));
+      const get = (path: string) => httpRequest(port, path, headers, 'GET', false);
+      const shapes: { response: string[]; socket: string[] }[] = [];
+      const capture = (req: http.IncomingMessage, res: http.ServerResponse) => {
+        const arrived = Reflect.ownKeys(req.socket).map(String);
+        res.once('finish', () => {
+          shapes.push({ response: Object.keys(res), socket: arrived });
+        });
       };
       s.app.server.prependListener('request', capture);
       try {
-        await httpRequest(port, `/l/${link.slug}`, headers); // Fastify loads it
+        await get(`/l/${link.slug}`); // Fastify loads it
         const before = s.app.svc.front.answered;
-        await httpRequest(port, `/l/${link.slug}`, headers); // the front answers
+        await get(`/l/${link.slug}`); // the front answers
         assert.equal(s.app.svc.front.answered, before + 1);
-        await httpRequest(port, '/l/nope1234', headers); // Fastify: a page
-        await httpRequest(port, '/healthz', {}); // Fastify: JSON
+        await get('/l/nope1234'); // Fastify: a page
+        await get('/healthz'); // Fastify: JSON
       } finally {
         s.app.server.removeListener('request', capture);
       }
       assert.equal(shapes.length, 4);
-      assert.ok(shapes[1].includes('statusCode'), 'the front wrote its status');
+      assert.ok(shapes[1].response.includes('statusCode'), 'the front wrote its status');
+      assert.ok(shapes[0].socket.includes('_peername'), 'the socket knows its peer from the start');
       for (const shape of shapes.slice(1)) assert.deepEqual(shape, shapes[0]);
     });
 

@@ -5,6 +5,8 @@ export function candidateKey(projectId: string, platform: string, fingerprint: s
 export const PLATFORMS: readonly ['desktop', 'android', 'ios', 'bot'];
 export const PLATFORM_CODES: { desktop: 0; android: 1; ios: 2; bot: 3 };
 export const ID_CHARS: 26;
+export const LOG_HEADER: '#2';
+export const PLATFORM_LETTERS: readonly ['d', 'a', 'i', 'b'];
 export interface ClickColumns {
   size: number;
   firstMs: number;

@@ -50,6 +50,16 @@ export const PLATFORM_CODES = { desktop: 0, android: 1, ios: 2, bot: 3 };
 /** Characters of a click id after its `clk_` prefix (a ULID). */
 export const ID_CHARS = 26;
 
+/**
+ * The first line of a batch's log text in the compact form (see click-log.ts), which every
+ * batch is written in since 2026-11-27: this marker, then each of the batch's links as its
+ * project id and link id, all tab-separated.
+ */
+export const LOG_HEADER = '#2';
+
+/** A click's platform as a compact log line writes it, by platform code. */
+export const PLATFORM_LETTERS = /** @type {const} */ (['d', 'a', 'i', 'b']);
+
 const DAY_MS = 86_400_000;
 const CLICK_ID_PREFIX = new TextEncoder().encode('clk_');
 const encoder = new TextEncoder();
@@ -84,7 +94,10 @@ const encoder = new TextEncoder();
 /**
  * What a batch is written as, computed off the redirect's thread (each click's fingerprint
  * included):
- * - `rows`: its `link_click_log` text, one line per click (see click-log.ts);
+ * - `rows`: its `link_click_log` text in the compact form (see click-log.ts): a line naming the
+ *   batch's links, then one line per click (its id's ULID, its link's place in the first line,
+ *   its platform's letter, its fingerprint), some 55 bytes where a line with the ids and time
+ *   written out took 140;
  * - `days`: its clicks counted per link and UTC day: link id, `YYYY-MM-DD`, count;
  * - `candidates`: its mobile clicks as deferred-match candidates, as the binary records
  *   `RecentRing.remember` (recent.mjs) takes (candidate-records.mjs: the candidate key's hash,
@@ -151,7 +164,8 @@ export function batchOutput(c, key, keepPerKey) {
       clickKeys[i] = -1;
     }
   }
-  let rows = '';
+  let rows = LOG_HEADER;
+  for (let l = 0; l < c.linkIds.length; l++) rows += `\t${c.projects[l]}\t${c.linkIds[l]}`;
   // Room for every mobile click's record (a click candidate's is 87 bytes).
   const candidates = new CandidateRecords(mobile * 96);
   /**
@@ -163,11 +177,11 @@ export function batchOutput(c, key, keepPerKey) {
   /** Each link's id as a member ends (` {link id}`, UTF-8), made when first needed. */
   const linkTails = /** @type {(Uint8Array | undefined)[]} */ (new Array(c.linkIds.length));
   for (let i = 0; i < c.size; i++) {
-    const id = `clk_${ids.toString('latin1', i * ID_CHARS, (i + 1) * ID_CHARS)}`;
     const link = c.link[i];
     const linkId = c.linkIds[link];
     const ms = c.times[i];
-    rows += `${i === 0 ? '' : '\n'}${id}\t${c.projects[link]}\t${linkId}\t${PLATFORMS[c.platform[i]]}\t${clickFingerprints[i]}\t${ms}`;
+    // The click's time is its id's: the redirect makes both from one clock reading.
+    rows += `\n${ids.toString('latin1', i * ID_CHARS, (i + 1) * ID_CHARS)}\t${link}\t${PLATFORM_LETTERS[c.platform[i]]}\t${clickFingerprints[i]}`;
     const day = Math.floor(ms / DAY_MS);
     const dayKey = link * 1e6 + day;
     const count = counts.get(dayKey);

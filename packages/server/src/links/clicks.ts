@@ -20,7 +20,7 @@ import {
   INSERT_LOG,
   type LoggedClick,
   MAX_SPAN_MS,
-  parseClickLine,
+  parseClickLog,
   UPSERT_DAY,
 } from './click-log.ts';
 import { packRecent, RECENT_MAX_PER_KEY, type Recalled, type RecentEntry } from './recent.mjs';
@@ -347,8 +347,7 @@ export class ClickRecorder {
       if (beforeSeq !== null) query = query.where('seq', '<', beforeSeq);
       const rows = await query.execute();
       for (const row of rows) {
-        for (const line of row.clicks.split('\n')) {
-          const click = parseClickLine(line);
+        for (const click of parseClickLog(row.clicks)) {
           if ((click.platform === 'android' || click.platform === 'ios') && click.ms >= sinceMs) {
             entries.push({
               key: candidateKey(click.projectId, click.platform, click.fingerprint),

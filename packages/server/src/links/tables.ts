@@ -38,9 +38,10 @@ export interface LinkClicksTable {
 }
 
 /**
- * The click log: one row per batch of redirects, its clicks as lines (see click-log.ts). Every
- * click's id, project, link, platform, fingerprint (a keyed hash of IP and user agent, never the
- * raw IP) and time are here; rows are pruned after the longest referrer window.
+ * The click log: one row per batch of redirects, its clicks as lines (see click-log.ts for the
+ * text's two forms). Every click's id, project, link, platform, fingerprint (a keyed hash of IP
+ * and user agent, never the raw IP) and time are here; rows are pruned after the longest
+ * referrer window.
  */
 export interface LinkClickLogTable {
   seq: Generated<number>;

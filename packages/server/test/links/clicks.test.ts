@@ -5,7 +5,12 @@ import { sql } from 'kysely';
 import pino from 'pino';
 import { batchOutput, type ClickColumns, clickFingerprint } from '../../src/links/click-batch.mjs';
 import { newClickId } from '../../src/links/click-id.ts';
-import { clickIdTime, findClickLine, MAX_SPAN_MS } from '../../src/links/click-log.ts';
+import {
+  clickIdTime,
+  findClickLine,
+  MAX_SPAN_MS,
+  parseClickLog,
+} from '../../src/links/click-log.ts';
 import { ClickRecorder } from '../../src/links/clicks.ts';
 import { linksMigrations } from '../../src/links/migrations.ts';
 import { RECENT_MAX_PER_KEY, RecentRing } from '../../src/links/recent.mjs';
@@ -404,13 +409,52 @@ test('nodes of a fleet answer for the clicks they served, their queued ones incl
   }
 });
 
-test('findClickLine finds a click id only at the start of a line', () => {
+test('findClickLine finds a click id only at the start of a line (rows of the first form)', () => {
   const a = newClickId(1);
   const b = newClickId(1);
   const text = `${a}\tprj\tlnk\tios\tfp\t1\n${b}\tprj\tlnk2\tandroid\tfp2\t1`;
   assert.equal(findClickLine(text, b)?.linkId, 'lnk2');
   assert.equal(findClickLine(text, a)?.linkId, 'lnk');
   assert.equal(findClickLine(`x${a}\tp\tl\tios\tf\t1`, a), null);
+  assert.equal(parseClickLog(text).length, 2);
+});
+
+test('the compact log form: links named once, a click found by id, its time from the id', () => {
+  const at = Date.parse('2026-11-27T03:00:00.000Z');
+  const [a, b, c] = [newClickId(at), newClickId(at + 5), newClickId(at + 9)];
+  const text = [
+    '#2\tprj_1\tlnk_a\tprj_2\tlnk_b',
+    `${a.slice(4)}\t1\ti\tfpA`,
+    `${b.slice(4)}\t0\ta\tfpB`,
+    `${c.slice(4)}\t0\td\tfpC`,
+  ].join('\n');
+  assert.deepEqual(findClickLine(text, b), {
+    id: b,
+    projectId: 'prj_1',
+    linkId: 'lnk_a',
+    platform: 'android',
+    fingerprint: 'fpB',
+    ms: at + 5,
+  });
+  assert.deepEqual(findClickLine(text, a), {
+    id: a,
+    projectId: 'prj_2',
+    linkId: 'lnk_b',
+    platform: 'ios',
+    fingerprint: 'fpA',
+    ms: at,
+  });
+  assert.equal(findClickLine(text, c)?.platform, 'desktop');
+  assert.equal(findClickLine(text, newClickId(at)), null, 'an id the row does not hold');
+  assert.equal(findClickLine(text, a.slice(4)), null, 'an id without its prefix');
+  assert.deepEqual(
+    parseClickLog(text).map((click) => [click.id, click.linkId, click.ms]),
+    [
+      [a, 'lnk_b', at],
+      [b, 'lnk_a', at + 5],
+      [c, 'lnk_a', at + 9],
+    ],
+  );
 });
 
 for (const dialect of DIALECTS)
@@ -510,7 +554,18 @@ test('a batch hands the node only the newest candidates of a key', () => {
     agents: [UA],
   });
   const { rows, candidates } = batchOutput(columns, KEY, RECENT_MAX_PER_KEY);
-  assert.equal(rows.split('\n').length, n, 'every click is logged');
+  assert.equal(rows.split('\n').length, n + 1, 'every click is logged, after the links');
+  assert.deepEqual(
+    parseClickLog(rows),
+    ids.map((id, i) => ({
+      id,
+      projectId: 'prj_1',
+      linkId: 'lnk_1',
+      platform: i % 3 === 0 ? 'desktop' : 'android',
+      fingerprint: fp(i % 5 === 0 ? '192.0.2.2' : '192.0.2.1'),
+      ms: at + i,
+    })),
+  );
   const ring = ringOf(candidates);
   const of = (ip: string) =>
     ring

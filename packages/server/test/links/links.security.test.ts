@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { FastifyInstance, InjectOptions } from 'fastify';
 import { buildApp } from '../../src/app.ts';
-import { parseClickLine } from '../../src/links/click-log.ts';
+import { parseClickLog } from '../../src/links/click-log.ts';
 import { BACKENDS, startTestServer, type TestServer } from '../helpers.ts';
 import { ANDROID_APP, IOS_APP, refused, sdk, UA, visit } from './fixtures.ts';
 
@@ -247,8 +247,7 @@ for (const backend of BACKENDS) {
       await call('GET', `/v1/sdk/links/${link.id}/stats`); // flushes queued clicks
       const db = s.app.svc.store.db;
       const clicks = (await db.selectFrom('link_click_log').select('clicks').execute())
-        .flatMap((r) => r.clicks.split('\n'))
-        .map(parseClickLine)
+        .flatMap((r) => parseClickLog(r.clicks))
         .filter((c) => c.linkId === link.id);
       assert.equal(clicks.length, 2);
       assert.match(clicks[0].fingerprint, /^[A-Za-z0-9_-]{22}$/);

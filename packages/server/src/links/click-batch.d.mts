@@ -20,7 +20,8 @@ export interface ClickColumns {
   agent: Uint32Array;
   projects: string[];
   linkIds: string[];
-  ips: string[];
+  ipText: Uint8Array;
+  ipEnds: Uint32Array;
   agents: string[];
 }
 export function batchOutput(

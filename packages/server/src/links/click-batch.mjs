@@ -66,9 +66,9 @@ const encoder = new TextEncoder();
 
 /**
  * A batch of clicks, column by column: typed arrays indexed by click (the first `size` entries),
- * and small tables of the distinct links, IPs and user agents they point into. The redirect's
- * thread fills it without making an object per click; this is also what it sends the writer
- * thread.
+ * small tables of the distinct links and user agents they point into, and the IPs as bytes. The
+ * redirect's thread fills it without making an object per click; this is also what it sends the
+ * writer thread.
  * @typedef {{
  *   size: number,
  *   firstMs: number,
@@ -82,14 +82,49 @@ const encoder = new TextEncoder();
  *   agent: Uint32Array,
  *   projects: string[],
  *   linkIds: string[],
- *   ips: string[],
+ *   ipText: Uint8Array,
+ *   ipEnds: Uint32Array,
  *   agents: string[],
  * }} ClickColumns
  *
  * `ids`: each click id's {@link ID_CHARS} characters after `clk_`, Latin-1, back to back.
  * `lifetimes`: how long a mobile click stays a deferred-match candidate (ms); 0 for others.
- * `link`: an index into `projects` and `linkIds`; `ip`, `agent`: into `ips`, `agents`.
+ * `link`: an index into `projects` and `linkIds`; `agent`: into `agents`.
+ * `ip`: an index into the IPs written in `ipText` (UTF-8, back to back; IP `k` ends at
+ * `ipEnds[k]`). A click whose IP is the previous click's shares its entry; others have one of
+ * their own, even for an IP seen earlier in the batch (see {@link batchOutput}). Bytes, not
+ * strings: an IP string from a proxy's header is a slice that keeps the whole header value
+ * alive, and strings held for a batch's 100 ms were most of what every young-generation
+ * collection of the redirect's thread copied (some 200 KB of 320 KB each time under traffic
+ * from many visitors).
  */
+
+/**
+ * The batch's IPs as strings, each distinct one once, and each entry of `ipEnds`' place among
+ * them.
+ * @param {ClickColumns} c
+ */
+function distinctIps(c) {
+  const text = Buffer.from(c.ipText.buffer, c.ipText.byteOffset, c.ipText.byteLength);
+  /** @type {string[]} */
+  const ips = [];
+  /** @type {Map<string, number>} */
+  const index = new Map();
+  const of = new Uint32Array(c.ipEnds.length);
+  let start = 0;
+  for (let k = 0; k < c.ipEnds.length; k++) {
+    const end = c.ipEnds[k];
+    const ip = text.toString('utf8', start, end);
+    start = end;
+    let at = index.get(ip);
+    if (at === undefined) {
+      at = ips.push(ip) - 1;
+      index.set(ip, at);
+    }
+    of[k] = at;
+  }
+  return { ips, of };
+}
 
 /**
  * What a batch is written as, computed off the redirect's thread (each click's fingerprint
@@ -143,12 +178,14 @@ export function batchOutput(c, key, keepPerKey) {
   }
   const projects = projectIndex.size;
   const agents = c.agents.length;
+  const { ips, of: ipOf } = distinctIps(c);
   let mobile = 0;
   for (let i = 0; i < c.size; i++) {
-    const visitor = c.ip[i] * agents + c.agent[i];
+    const ip = ipOf[c.ip[i]];
+    const visitor = ip * agents + c.agent[i];
     let fingerprint = fingerprints.get(visitor);
     if (fingerprint === undefined) {
-      fingerprint = clickFingerprint(key, c.ips[c.ip[i]], c.agents[c.agent[i]]);
+      fingerprint = clickFingerprint(key, ips[ip], c.agents[c.agent[i]]);
       fingerprints.set(visitor, fingerprint);
     }
     clickFingerprints[i] = fingerprint;

@@ -10,8 +10,9 @@
  * does no work for them at all. Plain JavaScript: Node 20 does not hand the TypeScript loader
  * (`--import tsx`) to worker threads.
  *
- * workerData: `{ target, insertLog, upsertDay, fingerprintKey, keepPerKey, maxCandidates }`
- * (see `Data` below; the two statements in the target's dialect).
+ * workerData: `{ target, statements, fingerprintKey, keepPerKey, maxCandidates }` (see `Data`
+ * below; for SQLite the log's insert and the day counts' upsert, for PostgreSQL one statement
+ * that writes both).
  * In, each with an `id`, handled one at a time in order (so a recall sees every batch sent
  * before it):
  * - `{ id, batch }`: the batch's columns (see `ClickColumns` in click-batch.mjs) to write, and
@@ -33,8 +34,7 @@ import { RecentRing } from './recent.mjs';
  * @typedef {{ sqlite: string } | { postgres: { url: string, schema?: string } }} Target
  * @typedef {{
  *   target: Target,
- *   insertLog: string,
- *   upsertDay: string,
+ *   statements: { insertLog: string, upsertDay: string } | { writeBatch: string },
  *   fingerprintKey: string,
  *   keepPerKey: number,
  *   maxCandidates: number,
@@ -47,8 +47,9 @@ import { RecentRing } from './recent.mjs';
  */
 
 const port = /** @type {import('node:worker_threads').MessagePort} */ (parentPort);
-const { target, insertLog, upsertDay, fingerprintKey, keepPerKey, maxCandidates } =
-  /** @type {Data} */ (workerData);
+const { target, statements, fingerprintKey, keepPerKey, maxCandidates } = /** @type {Data} */ (
+  workerData
+);
 const ring = new RecentRing(maxCandidates);
 
 /**
@@ -57,6 +58,8 @@ const ring = new RecentRing(maxCandidates);
  * @returns {Writer}
  */
 function sqliteWriter(file) {
+  if (!('insertLog' in statements)) throw new Error('SQLite statements expected');
+  const { insertLog, upsertDay } = statements;
   const db = new SQLite(file);
   db.pragma('busy_timeout = 5000');
   db.pragma('synchronous = NORMAL');
@@ -77,13 +80,15 @@ function sqliteWriter(file) {
 }
 
 /**
- * One transaction per batch on a connection of its own to PostgreSQL (in the store's schema);
- * the day counts go as three arrays in one statement. A connection that breaks is replaced on
- * the next batch.
+ * One statement per batch, prepared once per connection, on a connection of its own to
+ * PostgreSQL (in the store's schema); the day counts go as three arrays. A connection that
+ * breaks is replaced on the next batch.
  * @param {{ url: string, schema?: string }} where
  * @returns {Writer}
  */
 function postgresWriter({ url, schema }) {
+  if (!('writeBatch' in statements)) throw new Error('the PostgreSQL statement expected');
+  const { writeBatch } = statements;
   const pool = new pg.Pool({
     connectionString: url,
     max: 1,
@@ -95,21 +100,23 @@ function postgresWriter({ url, schema }) {
     async write(firstMs, lastMs, rows, days) {
       const client = await pool.connect();
       try {
-        await client.query('begin');
-        await client.query(insertLog, [firstMs, lastMs, rows]);
-        await client.query(upsertDay, [
-          days.map((d) => d[0]),
-          days.map((d) => d[1]),
-          days.map((d) => d[2]),
-        ]);
-        await client.query('commit');
+        await client.query({
+          name: 'svc_link_click_batch',
+          text: writeBatch,
+          values: [
+            firstMs,
+            lastMs,
+            rows,
+            days.map((d) => d[0]),
+            days.map((d) => d[1]),
+            days.map((d) => d[2]),
+          ],
+        });
         client.release();
       } catch (err) {
-        const usable = await client.query('rollback').then(
-          () => true,
-          () => false,
-        );
-        client.release(!usable);
+        // A statement PostgreSQL refused leaves no transaction open and the connection usable;
+        // anything else (a broken connection) discards it.
+        client.release(err instanceof pg.DatabaseError ? undefined : /** @type {Error} */ (err));
         throw err;
       }
     },

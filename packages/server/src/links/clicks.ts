@@ -27,23 +27,30 @@ import { packRecent, RECENT_MAX_PER_KEY, type Recalled, type RecentEntry } from 
 
 /** Clicks kept for a retry while the store refuses writes; beyond this, the oldest are dropped. */
 const MAX_PENDING = 100_000;
-/** PostgreSQL's form of the two statements (numbered parameters, arrays for the day counts). */
-const PG_INSERT_LOG = 'insert into link_click_log (first_ms, last_ms, clicks) values ($1, $2, $3)';
-const PG_UPSERT_DAYS =
-  'insert into link_click_days (link_id, day, clicks) select * from unnest($1::text[], $2::text[], $3::bigint[]) on conflict (link_id, day) do update set clicks = link_click_days.clicks + excluded.clicks';
+/**
+ * PostgreSQL's form of a batch's write: its log row and its day counts (three arrays) in one
+ * statement, so one round trip and one implicit transaction. Four statements (begin, insert,
+ * upsert, commit) cost PostgreSQL 0.6 µs of CPU per click in 2000-click batches, this one
+ * prepared 0.4 (2026-11-27).
+ */
+const PG_WRITE_BATCH =
+  'with log as (insert into link_click_log (first_ms, last_ms, clicks) values ($1, $2, $3)) insert into link_click_days (link_id, day, clicks) select * from unnest($4::text[], $5::text[], $6::bigint[]) on conflict (link_id, day) do update set clicks = link_click_days.clicks + excluded.clicks';
 
 /** Log rows read at a time when candidates are put back at start; entries made records at once. */
 const RESTORE_PAGE = 200;
 const RESTORE_PACK = 10_000;
 /** A batch starts this small and doubles as clicks come, up to the recorder's `maxBatch`. */
 const FIRST_CAPACITY = 64;
+/** Bytes of IP text a batch makes room for per click at first (an IPv6 address takes up to 45). */
+const IP_BYTES = 24;
 
 /**
  * Clicks on their way to the store, column by column (see `ClickColumns` in click-batch.mjs):
- * a click is a few numbers in typed arrays, and its link, IP and user agent an index into the
- * batch's tables of distinct ones. So a queued click leaves nothing for the garbage collector on
- * the redirect's thread (strings and an object per click, held for up to `maxDelayMs`, were
- * copied by every young-generation collection in that time).
+ * a click is a few numbers in typed arrays, its link and user agent an index into the batch's
+ * tables of distinct ones, and its IP bytes. So a queued click leaves nothing for the garbage
+ * collector on the redirect's thread (strings and an object per click, held for up to
+ * `maxDelayMs`, were copied by every young-generation collection in that time), unless it
+ * brings a user agent the batch has not seen.
  */
 class Batch implements ClickColumns {
   size = 0;
@@ -58,13 +65,20 @@ class Batch implements ClickColumns {
   agent: Uint32Array;
   projects: string[] = [];
   linkIds: string[] = [];
-  ips: string[] = [];
   agents: string[] = [];
+  /** The IPs' bytes and each one's end, with room to grow (see `ipText`, `ipEnds`). */
+  private ipTextRoom: Uint8Array;
+  private ipEndsRoom: Uint32Array;
   private linkIndex = new Map<string, number>();
-  private ipIndex = new Map<string, number>();
   private agentIndex = new Map<string, number>();
+  /** IPs written so far, their bytes, and the last one (a click from it shares its entry). */
+  private ipCount = 0;
+  private ipBytes = 0;
+  private lastIp: string | null = null;
 
   constructor(private capacity = FIRST_CAPACITY) {
+    this.ipTextRoom = new Uint8Array(capacity * IP_BYTES);
+    this.ipEndsRoom = new Uint32Array(capacity);
     this.ids = new Uint8Array(capacity * ID_CHARS);
     this.times = new Float64Array(capacity);
     this.lifetimes = new Float64Array(capacity);
@@ -98,10 +112,43 @@ class Batch implements ClickColumns {
       this.linkIndex.set(linkId, link);
     }
     this.link[i] = link;
-    this.ip[i] = intern(ip, this.ips, this.ipIndex);
+    if (ip !== this.lastIp) this.addIp(ip);
+    this.ip[i] = this.ipCount - 1;
     this.agent[i] = intern(userAgent, this.agents, this.agentIndex);
     if (ms < this.firstMs) this.firstMs = ms;
     if (ms > this.lastMs) this.lastMs = ms;
+  }
+
+  get ipText() {
+    return this.ipTextRoom.subarray(0, this.ipBytes);
+  }
+
+  get ipEnds() {
+    return this.ipEndsRoom.subarray(0, this.ipCount);
+  }
+
+  /** Writes `ip` as the batch's next IP entry (UTF-8; IPs are ASCII, written a byte a time). */
+  private addIp(ip: string) {
+    // 3 bytes per UTF-16 unit at most.
+    const room = this.ipBytes + ip.length * 3;
+    if (room > this.ipTextRoom.length) {
+      const grown = new Uint8Array(Math.max(this.ipTextRoom.length * 2, room));
+      grown.set(this.ipTextRoom.subarray(0, this.ipBytes));
+      this.ipTextRoom = grown;
+    }
+    const text = this.ipTextRoom;
+    let at = this.ipBytes;
+    for (let c = 0; c < ip.length; c++) {
+      const code = ip.charCodeAt(c);
+      if (code > 0x7f) {
+        at = this.ipBytes + Buffer.from(text.buffer).write(ip, this.ipBytes, 'utf8');
+        break;
+      }
+      text[at++] = code;
+    }
+    this.ipBytes = at;
+    this.ipEndsRoom[this.ipCount++] = at;
+    this.lastIp = ip;
   }
 
   /** Its columns cut to its size: what the writer thread is sent (a copy). */
@@ -120,7 +167,8 @@ class Batch implements ClickColumns {
       agent: this.agent.slice(0, n),
       projects: this.projects,
       linkIds: this.linkIds,
-      ips: this.ips,
+      ipText: this.ipTextRoom.slice(0, this.ipBytes),
+      ipEnds: this.ipEndsRoom.slice(0, this.ipCount),
       agents: this.agents,
     };
   }
@@ -139,6 +187,7 @@ class Batch implements ClickColumns {
     this.platform = grown(this.platform);
     this.ip = grown(this.ip);
     this.agent = grown(this.agent);
+    this.ipEndsRoom = grown(this.ipEndsRoom);
   }
 }
 
@@ -515,16 +564,16 @@ export class ClickRecorder {
   }
 
   private async writePostgres(batch: Batch, rows: string, days: [string, string, number][]) {
-    await this.store.db.transaction().execute(async (tx) => {
-      await tx.executeQuery(CompiledQuery.raw(PG_INSERT_LOG, [batch.firstMs, batch.lastMs, rows]));
-      await tx.executeQuery(
-        CompiledQuery.raw(PG_UPSERT_DAYS, [
-          days.map((d) => d[0]),
-          days.map((d) => d[1]),
-          days.map((d) => d[2]),
-        ]),
-      );
-    });
+    await this.store.db.executeQuery(
+      CompiledQuery.raw(PG_WRITE_BATCH, [
+        batch.firstMs,
+        batch.lastMs,
+        rows,
+        days.map((d) => d[0]),
+        days.map((d) => d[1]),
+        days.map((d) => d[2]),
+      ]),
+    );
   }
 }
 
@@ -560,8 +609,9 @@ class ClickWriterThread {
     this.worker = new Worker(new URL('./click-writer.worker.mjs', import.meta.url), {
       workerData: {
         target,
-        insertLog: postgres ? PG_INSERT_LOG : INSERT_LOG,
-        upsertDay: postgres ? PG_UPSERT_DAYS : UPSERT_DAY,
+        statements: postgres
+          ? { writeBatch: PG_WRITE_BATCH }
+          : { insertLog: INSERT_LOG, upsertDay: UPSERT_DAY },
         fingerprintKey,
         keepPerKey: RECENT_MAX_PER_KEY,
         maxCandidates,

@@ -517,10 +517,24 @@ for (const dialect of DIALECTS)
 function batchOf(
   ids: string[],
   at: number,
-  rest: Omit<ClickColumns, 'size' | 'firstMs' | 'lastMs' | 'ids' | 'times' | 'lifetimes'>,
+  {
+    ips,
+    ...rest
+  }: Omit<
+    ClickColumns,
+    'size' | 'firstMs' | 'lastMs' | 'ids' | 'times' | 'lifetimes' | 'ipText' | 'ipEnds'
+  > & { ips: string[] },
 ): ClickColumns {
   const n = ids.length;
+  const ipText = Buffer.from(ips.join(''));
+  let end = 0;
+  const ipEnds = Uint32Array.from(ips, (ip) => {
+    end += Buffer.byteLength(ip);
+    return end;
+  });
   return {
+    ipText,
+    ipEnds,
     size: n,
     firstMs: at,
     lastMs: at + n - 1,

@@ -61,6 +61,13 @@ export const LOG_HEADER = '#2';
 export const PLATFORM_LETTERS = /** @type {const} */ (['d', 'a', 'i', 'b']);
 
 const DAY_MS = 86_400_000;
+/** Characters of a fingerprint (see {@link clickFingerprint}). */
+const FINGERPRINT_CHARS = 22;
+/** Tables indexed by visitor or candidate key are used up to this many entries; maps beyond. */
+const DENSE_MAX = 1 << 16;
+const NEWLINE = 10;
+const TAB = 9;
+const PLATFORM_LETTER_CODES = PLATFORM_LETTERS.map((letter) => letter.charCodeAt(0));
 const CLICK_ID_PREFIX = new TextEncoder().encode('clk_');
 const encoder = new TextEncoder();
 
@@ -149,21 +156,8 @@ function distinctIps(c) {
  * @returns {{ rows: string, days: [string, string, number][], candidates: Uint8Array }}
  */
 export function batchOutput(c, key, keepPerKey) {
-  const ids = Buffer.from(c.ids.buffer, c.ids.byteOffset, c.ids.byteLength);
   /** @type {Map<number, [string, string, number]>} */
   const counts = new Map();
-  /** Fingerprints by visitor (IP index and user-agent index). @type {Map<number, string>} */
-  const fingerprints = new Map();
-  /** Each click's fingerprint. @type {string[]} */
-  const clickFingerprints = new Array(c.size);
-  /**
-   * Each mobile click's candidate key as a number (visitor, project, platform), -1 for others:
-   * a number is hashed for free, where the key's text (some 80 characters) would be hashed per
-   * click. The text is made only for the candidates handed over.
-   */
-  const clickKeys = new Float64Array(c.size);
-  /** Each candidate key's clicks in the batch, then those still to come. @type {Map<number, number>} */
-  const perKey = new Map();
   /** Each link's project as an index into the batch's distinct projects. */
   const linkProject = new Uint32Array(c.linkIds.length);
   /** @type {Map<string, number>} */
@@ -179,30 +173,68 @@ export function batchOutput(c, key, keepPerKey) {
   const projects = projectIndex.size;
   const agents = c.agents.length;
   const { ips, of: ipOf } = distinctIps(c);
+  /**
+   * Visitors (distinct IP and user agent) numbered as they first come, and each one's
+   * fingerprint: through a table of every IP and agent pair when it is small (it is, but for a
+   * batch of many IPs and many agents), else a map.
+   */
+  const pairs = ips.length * agents;
+  const visitorTable = pairs <= DENSE_MAX ? new Int32Array(pairs).fill(-1) : null;
+  /** @type {Map<number, number>} */
+  const visitorMap = new Map();
+  /** @type {string[]} */
+  const fingerprints = [];
+  /** Each click's visitor. */
+  const clickVisitor = new Uint32Array(c.size);
+  /**
+   * Each mobile click's candidate key as a number (visitor, project, platform), -1 for others:
+   * numbers count clicks per key through a table (or a map), where the key's text (some 80
+   * characters) would be hashed per click. The text is made only for the keys' hashes.
+   */
+  const clickKeys = new Float64Array(c.size);
   let mobile = 0;
   for (let i = 0; i < c.size; i++) {
     const ip = ipOf[c.ip[i]];
-    const visitor = ip * agents + c.agent[i];
-    let fingerprint = fingerprints.get(visitor);
-    if (fingerprint === undefined) {
-      fingerprint = clickFingerprint(key, ips[ip], c.agents[c.agent[i]]);
-      fingerprints.set(visitor, fingerprint);
+    const pair = ip * agents + c.agent[i];
+    let visitor = visitorTable ? visitorTable[pair] : (visitorMap.get(pair) ?? -1);
+    if (visitor === -1) {
+      visitor = fingerprints.push(clickFingerprint(key, ips[ip], c.agents[c.agent[i]])) - 1;
+      if (visitorTable) visitorTable[pair] = visitor;
+      else visitorMap.set(pair, visitor);
     }
-    clickFingerprints[i] = fingerprint;
+    clickVisitor[i] = visitor;
     const platform = c.platform[i];
     if (platform === PLATFORM_CODES.android || platform === PLATFORM_CODES.ios) {
-      // Below 2n³ for a batch of n clicks (n² visitors, n projects, 2 platforms): exact up to
-      // n = 160,000, and a batch holds 2000.
-      const k = (visitor * projects + linkProject[c.link[i]]) * 2 + (platform & 1);
-      clickKeys[i] = k;
-      perKey.set(k, (perKey.get(k) ?? 0) + 1);
+      clickKeys[i] = (visitor * projects + linkProject[c.link[i]]) * 2 + (platform & 1);
       mobile++;
     } else {
       clickKeys[i] = -1;
     }
   }
-  let rows = LOG_HEADER;
-  for (let l = 0; l < c.linkIds.length; l++) rows += `\t${c.projects[l]}\t${c.linkIds[l]}`;
+  /** Each candidate key's clicks in the batch, then those still to come. */
+  const keys = fingerprints.length * projects * 2;
+  const perKeyTable = keys <= DENSE_MAX ? new Int32Array(keys) : null;
+  /** @type {Map<number, number>} */
+  const perKeyMap = new Map();
+  for (let i = 0; i < c.size; i++) {
+    const k = clickKeys[i];
+    if (k === -1) continue;
+    if (perKeyTable) perKeyTable[k]++;
+    else perKeyMap.set(k, (perKeyMap.get(k) ?? 0) + 1);
+  }
+  let header = LOG_HEADER;
+  for (let l = 0; l < c.linkIds.length; l++) header += `\t${c.projects[l]}\t${c.linkIds[l]}`;
+  /**
+   * The click lines, written as bytes (every value in them is ASCII) and made text once: a
+   * line as a template string made a handful of strings per click for the collector.
+   * `\t{link's place}\t` per link, made once.
+   */
+  const linkPlaces = c.linkIds.map((_, l) => Buffer.from(`\t${l}\t`, 'latin1'));
+  const lines = Buffer.allocUnsafe(
+    c.size * (1 + ID_CHARS + 2 + FINGERPRINT_CHARS) +
+      linkPlaces.reduce((most, place) => Math.max(most, place.length), 0) * c.size,
+  );
+  let end = 0;
   // Room for every mobile click's record (a click candidate's is 87 bytes).
   const candidates = new CandidateRecords(mobile * 96);
   /**
@@ -217,8 +249,15 @@ export function batchOutput(c, key, keepPerKey) {
     const link = c.link[i];
     const linkId = c.linkIds[link];
     const ms = c.times[i];
+    const fingerprint = fingerprints[clickVisitor[i]];
     // The click's time is its id's: the redirect makes both from one clock reading.
-    rows += `\n${ids.toString('latin1', i * ID_CHARS, (i + 1) * ID_CHARS)}\t${link}\t${PLATFORM_LETTERS[c.platform[i]]}\t${clickFingerprints[i]}`;
+    lines[end++] = NEWLINE;
+    for (let j = i * ID_CHARS; j < (i + 1) * ID_CHARS; j++) lines[end++] = c.ids[j];
+    const place = linkPlaces[link];
+    for (let j = 0; j < place.length; j++) lines[end++] = place[j];
+    lines[end++] = PLATFORM_LETTER_CODES[c.platform[i]];
+    lines[end++] = TAB;
+    for (let j = 0; j < FINGERPRINT_CHARS; j++) lines[end++] = fingerprint.charCodeAt(j);
     const day = Math.floor(ms / DAY_MS);
     const dayKey = link * 1e6 + day;
     const count = counts.get(dayKey);
@@ -226,8 +265,8 @@ export function batchOutput(c, key, keepPerKey) {
     else counts.set(dayKey, [linkId, new Date(day * DAY_MS).toISOString().slice(0, 10), 1]);
     const k = clickKeys[i];
     if (k !== -1) {
-      const toCome = /** @type {number} */ (perKey.get(k));
-      perKey.set(k, toCome - 1);
+      const toCome = perKeyTable ? perKeyTable[k]-- : /** @type {number} */ (perKeyMap.get(k));
+      if (!perKeyTable) perKeyMap.set(k, toCome - 1);
       if (toCome <= keepPerKey) {
         // The key's hash and the member's bytes (`clk_{id} {link id}`) written as they are, not
         // as text to be encoded and hashed.
@@ -236,7 +275,7 @@ export function batchOutput(c, key, keepPerKey) {
           hashLanes(candidateKey(c.projects[link], PLATFORMS[c.platform[i]], ''), lanes, prefix);
           lanesMade[prefix / 2] = 1;
         }
-        const lo = hashAfter(lanes, prefix, clickFingerprints[i]);
+        const lo = hashAfter(lanes, prefix, fingerprint);
         let tail = linkTails[link];
         if (tail === undefined) {
           tail = encoder.encode(` ${linkId}`);
@@ -252,5 +291,6 @@ export function batchOutput(c, key, keepPerKey) {
       }
     }
   }
+  const rows = header + lines.toString('latin1', 0, end);
   return { rows, days: [...counts.values()], candidates: candidates.finish() };
 }

@@ -634,3 +634,54 @@ test('a batch keys candidates by project, platform and visitor, not by link', ()
     ['links:fp:prj_2:ios', newest('prj_2', 2)],
   ]);
 });
+
+test('a batch of many IPs and many agents, or of many visitors across many projects, is written the same', () => {
+  const at = Date.parse('2026-06-02T12:00:00.000Z');
+  // 300 IPs × 300 agents: more pairs than the batch's table of visitors takes. Then 2000
+  // visitors on links of 17 projects: more candidate keys than its table of counts takes. In
+  // both, the first visitor then clicks again and again on the first link.
+  const cases = [
+    { visitors: 300, projects: 1, agents: 300 },
+    { visitors: 2000, projects: 17, agents: 1 },
+  ];
+  const again = RECENT_MAX_PER_KEY + 20;
+  for (const { visitors, projects, agents } of cases) {
+    const n = visitors + again;
+    const ids = Array.from({ length: n }, (_, i) => newClickId(at + i));
+    const ips = Array.from({ length: visitors }, (_, i) => `198.51.${i >> 8}.${i & 255}`);
+    const agentNames = Array.from({ length: agents }, (_, a) => `${UA} agent/${a}`);
+    /** Each click's visitor: its own for the first ones, then the first visitor's. */
+    const who = (i: number) => (i < visitors ? i : 0);
+    const columns = batchOf(ids, at, {
+      link: Uint32Array.from(ids, (_, i) => who(i) % projects),
+      platform: Uint8Array.from(ids, (_, i) => (who(i) % 2 ? 1 : 2)),
+      ip: Uint32Array.from(ids, (_, i) => who(i)),
+      agent: Uint32Array.from(ids, (_, i) => who(i) % agents),
+      projects: Array.from({ length: projects }, (_, p) => `prj_${p}`),
+      linkIds: Array.from({ length: projects }, (_, p) => `lnk_${p}`),
+      ips,
+      agents: agentNames,
+    });
+    const { rows, candidates } = batchOutput(columns, KEY, RECENT_MAX_PER_KEY);
+    const expected = (v: number) => clickFingerprint(KEY, ips[v], agentNames[v % agents]);
+    assert.deepEqual(
+      parseClickLog(rows).map((click) => [click.id, click.projectId, click.fingerprint]),
+      ids.map((id, i) => [id, `prj_${who(i) % projects}`, expected(who(i))]),
+    );
+    const ring = ringOf(candidates);
+    assert.equal(ring.size, visitors - 1 + RECENT_MAX_PER_KEY, 'a key keeps its newest');
+    const membersOf = (v: number) =>
+      ring
+        .recall(`links:fp:prj_${v % projects}:${v % 2 ? 'android' : 'ios'}:${expected(v)}`, 0, 100)
+        .map((r) => r.member);
+    for (const v of [1, visitors - 1])
+      assert.deepEqual(membersOf(v), [`${ids[v]} lnk_${v % projects}`]);
+    assert.deepEqual(
+      membersOf(0),
+      ids
+        .slice(-RECENT_MAX_PER_KEY)
+        .reverse()
+        .map((id) => `${id} lnk_0`),
+    );
+  }
+});

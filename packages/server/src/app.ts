@@ -26,8 +26,12 @@ import { resolveServerSecret } from './secret.ts';
 import { openSharedState, type SharedState } from './state/index.ts';
 import { openStore, type Store } from './storage/db.ts';
 import { SigningKeys } from './tokens/signing-keys.ts';
+import { type DependencyHealth, RETRY_AFTER_SECONDS, within } from './unavailable.ts';
 import { verifyPlugin } from './verify/plugin.ts';
 import { webhooksPlugin } from './webhooks/plugin.ts';
+
+/** How long `/readyz` waits for each dependency: it answers within a second, always. */
+const READY_CHECK_MS = 800;
 
 /** What every area of the server is given: the stores, the clock, the key system. */
 export interface Services {
@@ -105,8 +109,10 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
       databaseUrl: config.databaseUrl,
       sqliteFile: `${config.dataDir}/svc.sqlite`,
       pgSchema: options.pgSchema,
+      timeoutMs: config.storeTimeoutMs,
     }));
-  const state = options.state ?? openSharedState(config.redisUrl, config.redisPrefix);
+  const state =
+    options.state ?? openSharedState(config.redisUrl, config.redisPrefix, config.stateTimeoutMs);
   const metrics = new Metrics({ defaultMetrics: options.defaultMetrics });
   const keyStore = new KeyStore(store, state, clock, config.keyCacheTtlMs);
   await keyStore.start();
@@ -161,6 +167,18 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.decorate('svc', services);
+  // Each outage is logged once when it starts and once when it ends, not once per request.
+  for (const health of [store.health, state.health]) {
+    const onDown = (err: Error) =>
+      app.log.warn({ err, dependency: health.dependency }, `${health.dependency} unavailable`);
+    const onUp = () =>
+      app.log.warn({ dependency: health.dependency }, `${health.dependency} available again`);
+    health.on('down', onDown).on('up', onUp);
+    app.addHook('onClose', (_instance, done) => {
+      health.off('down', onDown).off('up', onUp);
+      done();
+    });
+  }
   // JSON only: a text/plain body is refused with 415 rather than reaching a schema as a string.
   app.removeContentTypeParser('text/plain');
   // Callback hooks, not async ones: they run on every request and a promise each costs more.
@@ -200,15 +218,25 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   );
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
+    // Each check has its own deadline, so a stalled dependency cannot hold the answer past 1 s.
     const [storeOk, stateOk] = await Promise.all([
-      store.ping().catch(() => false),
-      state.ping().catch(() => false),
+      within(store.ping(), READY_CHECK_MS, false),
+      within(state.ping(), READY_CHECK_MS, false),
     ]);
     if (!storeOk || !stateOk) {
+      const check = (ok: boolean, health: DependencyHealth) =>
+        ok ? { status: 'up' } : { status: 'down', error: health.lastError ?? 'no answer in time' };
       return sendProblem(
         reply,
         'service_unavailable',
-        `store: ${storeOk ? 'ok' : 'down'}, shared state: ${stateOk ? 'ok' : 'down'}`,
+        `store: ${storeOk ? 'up' : 'down'}, shared state: ${stateOk ? 'up' : 'down'}`,
+        {
+          checks: {
+            store: { kind: store.dialect, ...check(storeOk, store.health) },
+            sharedState: { kind: state.kind, ...check(stateOk, state.health) },
+          },
+        },
+        { 'Retry-After': String(RETRY_AFTER_SECONDS) },
       );
     }
     return { status: 'ready', store: store.dialect, sharedState: state.kind };

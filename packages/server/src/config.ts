@@ -16,6 +16,14 @@ export interface Config {
   redisUrl: string | undefined;
   /** `SVC_REDIS_PREFIX` (`svc:`): prefix of every Redis key and channel this node uses. */
   redisPrefix: string;
+  /**
+   * `SVC_STORE_TIMEOUT_MS` (5000): PostgreSQL's deadline for one query and for getting a
+   * connection; past it the request gets 503 `service_unavailable` (README, "When a dependency
+   * fails").
+   */
+  storeTimeoutMs: number;
+  /** `SVC_STATE_TIMEOUT_MS` (1000): Redis's deadline for one command and for connecting. */
+  stateTimeoutMs: number;
   /** `SVC_ADMIN_TOKEN`: the admin API token; generated on first start when unset (embedded default). */
   adminToken: string | undefined;
   /** `SVC_SECRET`: keys server-side HMACs; generated into DATA_DIR when unset (embedded default only). */
@@ -145,6 +153,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseUrl,
     redisUrl,
     redisPrefix: env.SVC_REDIS_PREFIX || 'svc:',
+    storeTimeoutMs: int(env, 'SVC_STORE_TIMEOUT_MS', 5000, 100, 600_000),
+    stateTimeoutMs: int(env, 'SVC_STATE_TIMEOUT_MS', 1000, 50, 60_000),
     adminToken: env.SVC_ADMIN_TOKEN || undefined,
     secret: env.SVC_SECRET || undefined,
     publicUrl,

@@ -1,5 +1,6 @@
 import { ERROR_CODES, type ErrorCode, type Problem, type ProblemFieldError } from '@svc/protocol';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { RETRY_AFTER_SECONDS, unavailableDependency } from '../unavailable.ts';
 
 /**
  * A refusal with a registry code. Throw it from a handler or hook; the error handler turns it
@@ -76,7 +77,11 @@ function validationErrors(error: FastifyError): ProblemFieldError[] {
   });
 }
 
-/** Maps every error Fastify or a handler raises to problem+json; internals never leak. */
+/**
+ * Maps every error Fastify or a handler raises to problem+json; internals never leak. A
+ * dependency outage ({@link unavailableDependency}) is 503 `service_unavailable` with
+ * `Retry-After`; anything else unexpected is 500 `internal_error`.
+ */
 export function installErrorHandling(app: FastifyInstance) {
   app.setErrorHandler(
     (error: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply) => {
@@ -119,6 +124,17 @@ export function installErrorHandling(app: FastifyInstance) {
               ? 'unsupported_media_type'
               : 'invalid_request';
         return sendProblem(reply, code, error.message);
+      }
+      // A dependency outage, not a bug: logged once per outage where it is detected.
+      const dependency = unavailableDependency(error);
+      if (dependency) {
+        return sendProblem(
+          reply,
+          'service_unavailable',
+          `The ${dependency} is unavailable; retry after the indicated delay.`,
+          { retryAfter: RETRY_AFTER_SECONDS },
+          { 'Retry-After': String(RETRY_AFTER_SECONDS) },
+        );
       }
       request.log.error({ err: error }, 'unhandled error');
       return sendProblem(reply, 'internal_error');

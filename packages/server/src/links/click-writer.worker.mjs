@@ -31,7 +31,7 @@ import { batchOutput } from './click-batch.mjs';
 import { RecentRing } from './recent.mjs';
 
 /**
- * @typedef {{ sqlite: string } | { postgres: { url: string, schema?: string } }} Target
+ * @typedef {{ sqlite: string } | { postgres: { url: string, schema?: string, timeoutMs: number } }} Target
  * @typedef {{
  *   target: Target,
  *   statements: { insertLog: string, upsertDay: string } | { writeBatch: string },
@@ -81,18 +81,22 @@ function sqliteWriter(file) {
 
 /**
  * One statement per batch, prepared once per connection, on a connection of its own to
- * PostgreSQL (in the store's schema); the day counts go as three arrays. A connection that
- * breaks is replaced on the next batch.
- * @param {{ url: string, schema?: string }} where
+ * PostgreSQL (in the store's schema); the day counts go as three arrays. Connecting and the
+ * statement have the store's deadline; a connection that breaks or misses it is closed and
+ * replaced on the next batch (the main thread keeps the batch and sends it again).
+ * @param {{ url: string, schema?: string, timeoutMs: number }} where
  * @returns {Writer}
  */
-function postgresWriter({ url, schema }) {
+function postgresWriter({ url, schema, timeoutMs }) {
   if (!('writeBatch' in statements)) throw new Error('the PostgreSQL statement expected');
   const { writeBatch } = statements;
   const pool = new pg.Pool({
     connectionString: url,
     max: 1,
     options: schema ? `-c search_path=${schema}` : undefined,
+    connectionTimeoutMillis: timeoutMs,
+    query_timeout: timeoutMs,
+    keepAlive: true,
   });
   // An idle connection that fails is dropped by the pool; the next batch opens another.
   pool.on('error', () => {});

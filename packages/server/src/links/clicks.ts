@@ -578,7 +578,9 @@ export class ClickRecorder {
 }
 
 /** Where the writer thread writes: a SQLite file, or PostgreSQL (in the store's schema). */
-type WriterTarget = { sqlite: string } | { postgres: { url: string; schema?: string } };
+type WriterTarget =
+  | { sqlite: string }
+  | { postgres: { url: string; schema?: string; timeoutMs: number } };
 
 /** What the writer thread answers (see click-writer.worker.mjs). */
 interface WriterReply {

@@ -78,7 +78,10 @@ const LOCK_WAIT_MS = 10_000;
  * The Redis RoomStore: per room, the state as one JSON value, the member sids as a set, the seq as
  * a counter and the log as a capped stream whose ids are the seqs; events are published on the
  * room's channel (`<prefix>rt:ev:<rid>`) by the same script that appends them. The lock is
- * `SET NX PX` with a random token that the commit script checks (fencing).
+ * `SET NX PX` with a random token that the commit script checks (fencing). Every command goes
+ * through {@link RedisState.run}: it has a deadline, and while Redis is down it is refused at once
+ * (the command then fails with `DependencyUnavailableError`: 503 on HTTP, `service_unavailable`
+ * on the socket).
  */
 export class RedisRoomStore implements RoomStore {
   private redis: Scripts;
@@ -123,11 +126,8 @@ export class RedisRoomStore implements RoomStore {
     const deadline = Date.now() + LOCK_WAIT_MS;
     let loaded: string;
     for (;;) {
-      const [ok, state] = await this.redis.svcRoomLock(
-        lockKey,
-        this.k(rid, 'state'),
-        token,
-        LOCK_TTL_MS,
+      const [ok, state] = await this.state.run(() =>
+        this.redis.svcRoomLock(lockKey, this.k(rid, 'state'), token, LOCK_TTL_MS),
       );
       if (ok === 1) {
         loaded = state;
@@ -164,7 +164,7 @@ export class RedisRoomStore implements RoomStore {
           events.length,
         ];
         for (const ev of events) args.push(ev.type, JSON.stringify(ev.data));
-        const [lastSeq, frames] = await this.redis.svcRoomCommit(...args);
+        const [lastSeq, frames] = await this.state.run(() => this.redis.svcRoomCommit(...args));
         const first = lastSeq - events.length + 1;
         return {
           lastSeq,
@@ -177,37 +177,42 @@ export class RedisRoomStore implements RoomStore {
     } finally {
       // Not awaited: this node's next command for the room is sent after it on the same
       // connection, and Redis runs one connection's commands in order.
-      this.redis.svcRoomUnlock(lockKey, token).catch(() => {});
+      // Refused while Redis is down: the lock then expires by itself (LOCK_TTL_MS).
+      this.state.run(() => this.redis.svcRoomUnlock(lockKey, token)).catch(() => {});
     }
   }
 
   async peek(rid: string): Promise<LiveRoom | null> {
-    const raw = await this.redis.get(this.k(rid, 'state'));
+    const raw = await this.state.run(() => this.redis.get(this.k(rid, 'state')));
     return raw ? (JSON.parse(raw) as LiveRoom) : null;
   }
 
   async appendIfMember(rid: string, sid: string | null, event: NewRoomEvent) {
-    const result = await this.redis.svcRoomAppend(
-      this.k(rid, 'members'),
-      this.k(rid, 'seq'),
-      this.k(rid, 'log'),
-      this.k(rid, 'state'),
-      sid ?? '',
-      event.type,
-      JSON.stringify(event.data),
-      String(this.now()),
-      this.bufferSize,
-      this.state.key(this.channel(rid)),
+    const result = await this.state.run(() =>
+      this.redis.svcRoomAppend(
+        this.k(rid, 'members'),
+        this.k(rid, 'seq'),
+        this.k(rid, 'log'),
+        this.k(rid, 'state'),
+        sid ?? '',
+        event.type,
+        JSON.stringify(event.data),
+        String(this.now()),
+        this.bufferSize,
+        this.state.key(this.channel(rid)),
+      ),
     );
     if (!result) return null;
     return { seq: Number(result[0]), type: event.type, frame: result[1] };
   }
 
   async readAfter(rid: string, seq: number): Promise<StoredRoomEvent[] | null> {
-    const [current, entries] = await Promise.all([
-      this.redis.get(this.k(rid, 'seq')),
-      this.redis.xrange(this.k(rid, 'log'), `(${seq}-0`, '+'),
-    ]);
+    const [current, entries] = await this.state.run(() =>
+      Promise.all([
+        this.redis.get(this.k(rid, 'seq')),
+        this.redis.xrange(this.k(rid, 'log'), `(${seq}-0`, '+'),
+      ]),
+    );
     const last = Number(current ?? 0);
     if (seq > last) return null;
     const events = entries.map(([id, fields]) => {
@@ -233,16 +238,22 @@ export class RedisRoomStore implements RoomStore {
   }
 
   async dueRooms(nowMs: number, limit: number) {
-    return this.redis.zrangebyscore(this.state.key('rt:due'), '-inf', nowMs, 'LIMIT', 0, limit);
+    return this.state.run(() =>
+      this.redis.zrangebyscore(this.state.key('rt:due'), '-inf', nowMs, 'LIMIT', 0, limit),
+    );
   }
 
   async heartbeat(nodeId: string, ttlMs: number) {
-    await this.redis.set(this.state.key(`rt:node:${nodeId}`), '1', 'PX', ttlMs);
+    await this.state.run(() =>
+      this.redis.set(this.state.key(`rt:node:${nodeId}`), '1', 'PX', ttlMs),
+    );
   }
 
   async aliveNodes(nodeIds: string[]) {
     if (nodeIds.length === 0) return new Set<string>();
-    const values = await this.redis.mget(...nodeIds.map((id) => this.state.key(`rt:node:${id}`)));
+    const values = await this.state.run(() =>
+      this.redis.mget(...nodeIds.map((id) => this.state.key(`rt:node:${id}`))),
+    );
     return new Set(nodeIds.filter((_, i) => values[i] !== null));
   }
 

@@ -18,6 +18,7 @@ import {
 import type { FastifyBaseLogger } from 'fastify';
 import type { WebSocket } from 'ws';
 import type { Services } from '../app.ts';
+import { unavailableDependency } from '../unavailable.ts';
 import type { RealtimeConfig } from './config.ts';
 import type { RoomStore, StoredRoomEvent } from './room-store.ts';
 import type { RoomClaims, RoomService } from './rooms.ts';
@@ -132,6 +133,7 @@ export class SignalingHub {
     private log: FastifyBaseLogger,
   ) {
     this.nodeId = `node_${randomBytes(6).toString('hex')}`;
+    svc.state.subscriptions.on('restored', this.onResubscribed);
     this.pinger = setInterval(() => this.pingAll(), cfg.pingIntervalMs).unref();
     this.sweeper = setInterval(() => void this.tick(), cfg.sweepIntervalMs).unref();
     void this.store.heartbeat(this.nodeId, cfg.nodeTtlMs).catch(() => {});
@@ -161,7 +163,10 @@ export class SignalingHub {
     ws.on('close', (code) => void this.onClose(conn, code));
     ws.on('error', () => {});
     void this.verify(conn, query).catch((err) => {
-      this.log.error({ err }, 'realtime: accepting a socket failed');
+      // A dependency outage is logged once, where it is detected; the client retries later.
+      if (unavailableDependency(err)) this.sendError(conn, undefined, 'service_unavailable');
+      else this.log.error({ err }, 'realtime: accepting a socket failed');
+      conn.state = 'closed';
       this.closeWith(conn, CLOSE_CODES.INTERNAL_ERROR);
     });
   }
@@ -234,6 +239,10 @@ export class SignalingHub {
     conn.queue = conn.queue
       .then(() => this.handle(conn, request))
       .catch((err) => {
+        if (unavailableDependency(err)) {
+          this.sendError(conn, request.id, 'service_unavailable');
+          return;
+        }
         this.log.error({ err, type: request.type }, 'realtime request failed');
         this.sendError(conn, request.id, 'internal_error');
       });
@@ -479,6 +488,31 @@ export class SignalingHub {
     await f.unfollow?.();
   }
 
+  /**
+   * The room subscriptions are back after a lost connection: what was published meanwhile never
+   * arrives, so each followed room reads it from its log (as for a gap).
+   */
+  private readonly onResubscribed = () => {
+    for (const f of this.followers.values()) {
+      if (f.held || f.lastSeq === null) continue;
+      f.held = [];
+      this.catchUp(f, f.lastSeq);
+    }
+  };
+
+  private catchUp(f: Follower, from: number) {
+    void this.store
+      .readAfter(f.rid, from)
+      .catch(() => null)
+      .then((missed) => {
+        const held = f.held ?? [];
+        f.held = null;
+        for (const m of missed ?? []) this.deliver(f, m);
+        if (!missed) f.lastSeq = null;
+        for (const h of held) this.onEvent(f, h);
+      });
+  }
+
   private onEvent(f: Follower, ev: StoredRoomEvent) {
     if (f.held) {
       f.held.push(ev);
@@ -488,17 +522,7 @@ export class SignalingHub {
     if (f.lastSeq !== null && ev.seq > f.lastSeq + 1) {
       // A gap (e.g. the Redis subscription reconnected): fetch what was missed, in order.
       f.held = [ev];
-      const from = f.lastSeq;
-      void this.store
-        .readAfter(f.rid, from)
-        .catch(() => null)
-        .then((missed) => {
-          const held = f.held ?? [];
-          f.held = null;
-          for (const m of missed ?? []) this.deliver(f, m);
-          if (!missed) f.lastSeq = null;
-          for (const h of held) this.onEvent(f, h);
-        });
+      this.catchUp(f, f.lastSeq);
       return;
     }
     this.deliver(f, ev);
@@ -686,6 +710,7 @@ export class SignalingHub {
    */
   async close() {
     if (this.closed) return;
+    this.svc.state.subscriptions.off('restored', this.onResubscribed);
     clearInterval(this.pinger);
     clearInterval(this.sweeper);
     const joined = [...this.conns].filter((c) => c.state === 'joined' && c.sid && c.claims);

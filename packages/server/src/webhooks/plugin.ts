@@ -2,7 +2,7 @@ import type { FastifyPluginAsync } from 'fastify';
 import type { Services } from '../app.ts';
 import { WebhookEndpoints } from './endpoints.ts';
 import { WebhookMetrics } from './metrics.ts';
-import { Outbox } from './outbox.ts';
+import { Outbox, OutboxHold } from './outbox.ts';
 import { webhookAdminRoutes } from './routes.ts';
 import { DeliveryWorker, PENDING } from './worker.ts';
 
@@ -53,9 +53,8 @@ export const webhooksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
     allowPrivate: config.webhookAllowPrivate,
   });
   svc.webhooks = { outbox, endpoints, worker };
-  const removeSink = svc.events.addSink(async (event) => {
-    await outbox.write(event);
-  });
+  const hold = new OutboxHold(outbox, app.log.child({ area: 'webhooks' }));
+  const removeSink = svc.events.addSink((event) => hold.write(event));
 
   await app.register(webhookAdminRoutes, {
     prefix: '/v1/admin',
@@ -66,6 +65,7 @@ export const webhooksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
   if (worker) app.addHook('onReady', () => worker.start());
   app.addHook('onClose', async () => {
     removeSink();
+    await hold.close();
     await worker?.stop();
   });
 };

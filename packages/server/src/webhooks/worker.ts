@@ -4,6 +4,7 @@ import { sql } from 'kysely';
 import type { Clock } from '../clock.ts';
 import { newId } from '../ids.ts';
 import type { Store } from '../storage/db.ts';
+import { unavailableDependency } from '../unavailable.ts';
 import type { WebhookMetrics } from './metrics.ts';
 import { type SendResult, WebhookSender } from './sender.ts';
 import { webhookHeaders } from './signing.ts';
@@ -44,6 +45,8 @@ interface AttemptContext {
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
+/** The longest pause between claims after store errors: the worker resumes soon after an outage. */
+const MAX_BACKOFF_MS = 5000;
 const ERROR_LIMIT = 500;
 
 /**
@@ -121,8 +124,13 @@ export class DeliveryWorker {
         failures = 0;
       } catch (err) {
         failures++;
-        this.options.log.error({ err }, 'webhook worker: store error');
-        delayMs = Math.min(30_000, 250 * 2 ** Math.min(failures, 7));
+        // A store outage is logged by the app when it starts; here only the first failure.
+        if (!unavailableDependency(err))
+          this.options.log.error({ err }, 'webhook worker: store error');
+        else if (failures === 1)
+          this.options.log.warn({ err }, 'webhook worker: store unavailable');
+        // Back off, but not so far that deliveries wait long once the store is back.
+        delayMs = Math.min(MAX_BACKOFF_MS, 250 * 2 ** Math.min(failures, 7));
       }
       if (!this.running || this.woken) continue;
       await new Promise<void>((resolve) => {

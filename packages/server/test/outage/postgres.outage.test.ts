@@ -1,0 +1,216 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
+import { RedisServer } from '../fixtures/redis-server.ts';
+import { TcpProxy } from '../fixtures/tcp-proxy.ts';
+import { DATABASE_URL, dropSchemas, uniqueName } from '../helpers.ts';
+import { Receiver } from '../webhooks/receiver.ts';
+import { assertUnavailable, Fleet, request, waitFor } from './fleet.ts';
+
+// Two server processes on PostgreSQL (through a proxy this file controls) and a Redis of this
+// file's own. PostgreSQL drops connections, goes away, stalls and comes back: the nodes stay up,
+// answer 503 with Retry-After for what needs it (never 500, never a hang), keep /readyz under a
+// second, and recover by themselves.
+describe('PostgreSQL outages, two nodes', {
+  skip: !DATABASE_URL && 'needs DATABASE_URL',
+}, () => {
+  const schema = uniqueName('t');
+  // Names this file's connections in pg_stat_activity (the nodes', their click writer threads').
+  const applicationName = uniqueName('svc_outage');
+  const fleet = new Fleet();
+  let redis: RedisServer;
+  let proxy: TcpProxy;
+  let receiver: Receiver;
+  let admin: pg.Client;
+  let link: { id: string; slug: string };
+  let endpointId = '';
+  const storeTimeoutMs = 1000;
+
+  /** A keyed route that reads PostgreSQL (the key itself is cached after the first call). */
+  const listLinks = (i: number) => fleet.call(fleet.nodes[i]!, 'GET', '/v1/sdk/links?limit=1');
+
+  const clicks = async () => {
+    const res = await fleet.call(fleet.nodes[0]!, 'GET', `/v1/sdk/links/${link.id}/stats`);
+    return res.status === 200 ? (res.body.totals.click as number) : -1;
+  };
+  /** A desktop click on node `i`, through the redirect's fast front. */
+  const click = (i: number) =>
+    request(fleet.nodes[i]!, 'GET', `/l/${link.slug}`, {
+      headers: {
+        host: 'localhost:8080',
+        'user-agent':
+          'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36',
+      },
+    });
+  const backends = async () =>
+    (
+      await admin.query<{ n: string }>(
+        'select count(*) as n from pg_stat_activity where application_name = $1',
+        [applicationName],
+      )
+    ).rows[0]!.n;
+
+  before(async () => {
+    redis = await RedisServer.start();
+    proxy = await TcpProxy.start({
+      host: '127.0.0.1',
+      port: Number(new URL(DATABASE_URL!).port || 5432),
+    });
+    receiver = await Receiver.start();
+    admin = new pg.Client({ connectionString: DATABASE_URL });
+    await admin.connect();
+    const url = new URL(DATABASE_URL!);
+    url.host = `127.0.0.1:${proxy.port}`;
+    url.searchParams.set('application_name', applicationName);
+    await fleet.start({
+      DATABASE_URL: url.toString(),
+      REDIS_URL: redis.url,
+      SVC_PG_SCHEMA: schema,
+      SVC_STORE_TIMEOUT_MS: String(storeTimeoutMs),
+      SVC_WEBHOOK_ALLOW_PRIVATE: 'true',
+      SVC_WEBHOOK_POLL_MS: '100',
+    });
+    const created = await fleet.call(fleet.nodes[0]!, 'POST', '/v1/sdk/links', {
+      url: 'https://shop.example.com/outage',
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    link = created.body;
+    await fleet.admin(fleet.nodes[0]!, 'PATCH', `/projects/${fleet.projectId}`, {
+      webhooksEnabled: true,
+    });
+    const endpoint = await fleet.admin(
+      fleet.nodes[0]!,
+      'POST',
+      `/projects/${fleet.projectId}/webhooks`,
+      { url: `${receiver.url}/hook` },
+    );
+    endpointId = endpoint.id;
+  });
+
+  after(async () => {
+    await fleet.stop();
+    await proxy?.close();
+    await redis?.stop();
+    await receiver?.close();
+    await admin?.end();
+    await dropSchemas(schema);
+  });
+
+  test('pg_terminate_backend on every connection: both nodes stay up, the next requests succeed, clicks and webhooks still get written', async () => {
+    for (const i of [0, 1]) assert.equal((await listLinks(i)).status, 200);
+    assert.equal((await click(0)).status, 302);
+    await waitFor('the first click counted', async () =>
+      (await clicks()) === 1 ? true : undefined,
+    );
+    assert.ok(Number(await backends()) > 0, 'the nodes hold connections to terminate');
+
+    const { rowCount } = await admin.query(
+      'select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1',
+      [applicationName],
+    );
+    assert.ok(rowCount && rowCount > 0);
+    // The pools learn of it when the connections' ends arrive; the nodes must outlive that.
+    await waitFor('the terminated backends gone', async () =>
+      (await backends()) === '0' || fleet.nodes.some((n) => n.child.exitCode !== null)
+        ? true
+        : undefined,
+    );
+    for (const i of [0, 1]) {
+      const res = await waitFor(`node ${i} answers 200 again`, async () => {
+        fleet.assertAlive();
+        const r = await listLinks(i);
+        assert.notEqual(r.status, 500, JSON.stringify(r.body));
+        return r.status === 200 ? r : undefined;
+      });
+      assert.equal(res.status, 200);
+    }
+    fleet.assertAlive();
+
+    // The click writer thread lost its connection too: the next click is still counted.
+    assert.equal((await click(1)).status, 302);
+    assert.equal((await click(0)).status, 302);
+    await waitFor('clicks after the drop counted', async () =>
+      (await clicks()) === 3 ? true : undefined,
+    );
+    // So did the webhook workers: a test event is still delivered.
+    await fleet.admin(
+      fleet.nodes[1]!,
+      'POST',
+      `/projects/${fleet.projectId}/webhooks/${endpointId}/test`,
+    );
+    await waitFor('the webhook delivered', async () =>
+      receiver.requests.some((r) => r.json.type === 'webhook.test') ? true : undefined,
+    );
+    fleet.assertAlive();
+  });
+
+  test('PostgreSQL gone (connections dropped, new ones refused): 503 + Retry-After, /readyz 503 within 1 s; back: recovered by itself', async () => {
+    for (const i of [0, 1]) assert.equal((await listLinks(i)).status, 200);
+    await proxy.drop();
+    try {
+      for (const i of [0, 1]) {
+        for (let n = 0; n < 3; n++) {
+          const res = await listLinks(i);
+          assertUnavailable(res, `node ${i} keyed request`);
+          assert.ok(res.ms < storeTimeoutMs + 1000, `answered in ${res.ms} ms`);
+        }
+        const ready = await request(fleet.nodes[i]!, 'GET', '/readyz');
+        assertUnavailable(ready, `node ${i} /readyz`);
+        assert.ok(ready.ms < 1000, `/readyz answered in ${ready.ms} ms`);
+        assert.equal(ready.body.checks.store.status, 'down');
+        assert.equal(ready.body.checks.sharedState.status, 'up');
+        // The admin API needs the store too.
+        assertUnavailable(
+          await fleet.adminCall(fleet.nodes[i]!, 'GET', '/projects'),
+          `node ${i} admin`,
+        );
+        // A click is still redirected (the link is cached); it is written once the store is back.
+        assert.equal((await click(i)).status, 302);
+      }
+      fleet.assertAlive();
+    } finally {
+      await proxy.restore();
+    }
+    const back = Date.now();
+    for (const i of [0, 1]) {
+      await waitFor(`node ${i} recovered`, async () => {
+        const [res, ready] = [await listLinks(i), await request(fleet.nodes[i]!, 'GET', '/readyz')];
+        return res.status === 200 && ready.status === 200 ? true : undefined;
+      });
+    }
+    console.log(`# PostgreSQL back: both nodes answered within ${Date.now() - back} ms`);
+    await waitFor('clicks served during the outage written', async () =>
+      (await clicks()) === 5 ? true : undefined,
+    );
+  });
+
+  test('PostgreSQL stalled (nothing answers): requests get 503 within the deadline, /readyz within 1 s; then recovered', async () => {
+    for (const i of [0, 1]) assert.equal((await listLinks(i)).status, 200);
+    proxy.stall();
+    try {
+      for (const i of [0, 1]) {
+        // Concurrent requests: the first waits out the deadline, the rest are refused at once.
+        const answers = await Promise.all(Array.from({ length: 5 }, () => listLinks(i)));
+        for (const res of answers) {
+          assertUnavailable(res, `node ${i} keyed request`);
+          assert.ok(res.ms < storeTimeoutMs * 2 + 1000, `answered in ${res.ms} ms`);
+        }
+        const ready = await request(fleet.nodes[i]!, 'GET', '/readyz');
+        assertUnavailable(ready, `node ${i} /readyz`);
+        assert.ok(ready.ms < 1000, `/readyz answered in ${ready.ms} ms`);
+      }
+      fleet.assertAlive();
+    } finally {
+      await proxy.restore();
+    }
+    for (const i of [0, 1]) {
+      await waitFor(`node ${i} recovered`, async () =>
+        (await listLinks(i)).status === 200 &&
+        (await request(fleet.nodes[i]!, 'GET', '/readyz')).status === 200
+          ? true
+          : undefined,
+      );
+    }
+    fleet.assertAlive();
+  });
+});

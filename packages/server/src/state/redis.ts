@@ -45,6 +45,23 @@ type RedisWithScripts = Redis & {
   ): Promise<[number, number, number]>;
 };
 
+/** `promise`, or a rejection as ioredis's own deadline gives, should it take over `ms`. */
+function within<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('Command timed out')), ms);
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
+}
+
 /** The Redis deadline when none is given (`SVC_STATE_TIMEOUT_MS`). */
 export const DEFAULT_STATE_TIMEOUT_MS = 1000;
 /** How often a node that saw Redis down asks it again. */
@@ -97,7 +114,7 @@ export class RedisState implements SharedState {
   constructor(
     url: string,
     private prefix = 'svc:',
-    timeoutMs = DEFAULT_STATE_TIMEOUT_MS,
+    private timeoutMs = DEFAULT_STATE_TIMEOUT_MS,
   ) {
     const options: RedisOptions = {
       enableAutoPipelining: true,
@@ -150,7 +167,9 @@ export class RedisState implements SharedState {
    */
   run<T>(call: (redis: Redis) => Promise<T>): Promise<T> {
     if (!this.health.up) return Promise.reject(this.health.refusal());
-    return call(this.client).catch((err: unknown) => {
+    // The call's own deadline: ioredis's per command starts only when the command is written,
+    // and an auto-pipelined command waits for the pipeline ahead of it to finish first.
+    return within(call(this.client), this.timeoutMs).catch((err: unknown) => {
       throw this.failed(err);
     });
   }
@@ -174,8 +193,7 @@ export class RedisState implements SharedState {
   private tryProbe() {
     if (this.health.up || this.probing || this.closed || this.client.status !== 'ready') return;
     this.probing = true;
-    this.client
-      .ping()
+    within(this.client.ping(), this.timeoutMs)
       .then(
         () => {
           this.health.markUp();
@@ -266,7 +284,7 @@ export class RedisState implements SharedState {
       set = new Set();
       this.handlers.set(full, set);
       try {
-        await this.subscriber.subscribe(full);
+        await within(this.subscriber.subscribe(full), this.timeoutMs);
       } catch (err) {
         if (this.handlers.get(full) === set && set.size === 0) this.handlers.delete(full);
         throw this.failed(err);
@@ -286,7 +304,7 @@ export class RedisState implements SharedState {
 
   async ping() {
     try {
-      const ok = (await this.client.ping()) === 'PONG';
+      const ok = (await within(this.client.ping(), this.timeoutMs)) === 'PONG';
       if (ok) this.health.markUp();
       return ok;
     } catch (err) {

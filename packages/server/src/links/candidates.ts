@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { SharedState } from '../state/index.ts';
+import { unavailableDependency } from '../unavailable.ts';
 import { type Recalled, RecentRing } from './recent.mjs';
 
 /** Candidates a node keeps at most, by default (about 120 bytes each; oldest dropped first). */
@@ -157,7 +158,15 @@ export class CandidateIndex {
     }, this.timeoutMs);
     try {
       const ask: Ask = { node: this.node, id, key, sinceMs, limit };
-      waiting.expected = await this.state.publish(ASK_CHANNEL, JSON.stringify(ask));
+      try {
+        waiting.expected = await this.state.publish(ASK_CHANNEL, JSON.stringify(ask));
+      } catch (err) {
+        if (!unavailableDependency(err)) throw err;
+        // The other nodes cannot be asked: this node's candidates are the answer.
+        this.log.warn({ err }, 'deferred match: shared state unavailable, this node only');
+        waiting.answers = [await this.held(key, sinceMs, limit)];
+        waiting.expected = 1;
+      }
       if (waiting.answers.length >= waiting.expected) waiting.done();
       await finished;
     } finally {
@@ -173,25 +182,28 @@ export class CandidateIndex {
   private async answer(message: string) {
     try {
       const ask = JSON.parse(message) as Ask;
-      const sources = [...this.sources];
-      await Promise.all(sources.map((s) => s.flush().catch(() => {})));
-      const held = await Promise.all(
-        sources.map((s) =>
-          s.recall(ask.key, ask.sinceMs, ask.limit).catch((err) => {
-            this.log.warn({ err }, 'deferred match: a recorder could not be asked');
-            return [];
-          }),
-        ),
-      );
-      const found = newestOnce([this.ring.recall(ask.key, ask.sinceMs, ask.limit), ...held]);
-      const reply: Reply = {
-        id: ask.id,
-        found: found.slice(0, ask.limit).map((r) => [r.member, r.ms]),
-      };
+      const found = await this.held(ask.key, ask.sinceMs, ask.limit);
+      const reply: Reply = { id: ask.id, found };
       await this.state.publish(replyChannel(ask.node), JSON.stringify(reply));
     } catch (err) {
       this.log.warn({ err }, 'deferred match: a question could not be answered');
     }
+  }
+
+  /** What this node holds for a key: its ring's and its recorders' (their queued clicks written first). */
+  private async held(key: string, sinceMs: number, limit: number): Promise<Reply['found']> {
+    const sources = [...this.sources];
+    await Promise.all(sources.map((s) => s.flush().catch(() => {})));
+    const held = await Promise.all(
+      sources.map((s) =>
+        s.recall(key, sinceMs, limit).catch((err) => {
+          this.log.warn({ err }, 'deferred match: a recorder could not be asked');
+          return [];
+        }),
+      ),
+    );
+    const found = newestOnce([this.ring.recall(key, sinceMs, limit), ...held]);
+    return found.slice(0, limit).map((r) => [r.member, r.ms]);
   }
 
   private collect(message: string) {

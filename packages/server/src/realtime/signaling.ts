@@ -146,7 +146,9 @@ export class SignalingHub {
       await this.store.heartbeat(this.nodeId, this.cfg.nodeTtlMs);
       await this.rooms.sweep();
     } catch (err) {
-      if (!this.closed) this.log.warn({ err }, 'realtime sweep failed');
+      // An outage is logged once by the app; the sweep resumes by itself when it ends.
+      if (!this.closed && !unavailableDependency(err))
+        this.log.warn({ err }, 'realtime sweep failed');
     } finally {
       this.sweeping = false;
     }

@@ -22,7 +22,7 @@ export interface Config {
    * fails").
    */
   storeTimeoutMs: number;
-  /** `SVC_STATE_TIMEOUT_MS` (1000): Redis's deadline for one command and for connecting. */
+  /** `SVC_STATE_TIMEOUT_MS` (1000): Redis's deadline for one command, waiting for a connection included. */
   stateTimeoutMs: number;
   /** `SVC_ADMIN_TOKEN`: the admin API token; generated on first start when unset (embedded default). */
   adminToken: string | undefined;

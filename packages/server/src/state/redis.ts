@@ -45,10 +45,15 @@ type RedisWithScripts = Redis & {
   ): Promise<[number, number, number]>;
 };
 
-/** `promise`, or a rejection as ioredis's own deadline gives, should it take over `ms`. */
+/**
+ * `promise`, or a rejection as ioredis's own deadline gives, should it take over `ms`. The
+ * deadline is checked after the event loop's next poll for I/O: a loop that was busy past it
+ * (a long synchronous task) first reads the answers that arrived meanwhile, so a late loop is
+ * not taken for a late Redis.
+ */
 function within<T>(promise: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('Command timed out')), ms);
+    const timer = setTimeout(() => setImmediate(() => reject(new Error('Command timed out'))), ms);
     promise.then(
       (value) => {
         clearTimeout(timer);
@@ -109,7 +114,7 @@ export class RedisState implements SharedState {
    * @param url `redis://…`
    * @param prefix prepended to every key and channel, so several deployments (or test files)
    *   can share one Redis.
-   * @param timeoutMs the deadline of one command, and of connecting.
+   * @param timeoutMs the deadline of one call (connecting included, when a call waits for it).
    */
   constructor(
     url: string,
@@ -120,8 +125,11 @@ export class RedisState implements SharedState {
       enableAutoPipelining: true,
       // Commands issued while disconnected wait for the connection, within their deadline.
       maxRetriesPerRequest: 1,
-      commandTimeout: timeoutMs,
-      connectTimeout: timeoutMs,
+      // A backstop only: every call has its own deadline (see `within`); this one frees the
+      // commands of a Redis that never answers again.
+      commandTimeout: Math.max(timeoutMs * 5, 5000),
+      // Likewise: a connection that takes long only delays the calls, each within its deadline.
+      connectTimeout: Math.max(timeoutMs * 5, 5000),
       // Reconnect soon after Redis is back (ioredis's default waits up to 2 s).
       retryStrategy: (times) => Math.min(times * 100, 1000),
       lazyConnect: false,
@@ -136,10 +144,14 @@ export class RedisState implements SharedState {
     // ioredis reconnects by itself; errors are reported through health and readiness.
     this.client.on('error', () => {});
     this.subscriber.on('error', () => {});
+    let clientWasReady = false;
     this.client.on('close', () => {
-      if (!this.closed) this.health.markDown(new Error('Connection is closed.'));
+      if (clientWasReady && !this.closed) this.health.markDown(new Error('Connection is closed.'));
     });
-    this.client.on('ready', () => this.tryProbe());
+    this.client.on('ready', () => {
+      clientWasReady = true;
+      this.tryProbe();
+    });
     this.health.on('down', () => this.startProbing());
     // ioredis subscribes again by itself after a reconnect; what was published meanwhile is lost.
     this.subscriber.on('close', () => {

@@ -103,6 +103,14 @@ function postgresWriter({ url, schema, timeoutMs }) {
   return {
     async write(firstMs, lastMs, rows, days) {
       const client = await pool.connect();
+      // A connection that ends while checked out but between queries is reported as an 'error'
+      // on the client (fatal without a listener); the query then fails on its own.
+      /** @type {Error | null} */
+      let broken = null;
+      const onError = (/** @type {Error} */ err) => {
+        broken = err;
+      };
+      client.on('error', onError);
       try {
         await client.query({
           name: 'svc_link_click_batch',
@@ -116,11 +124,15 @@ function postgresWriter({ url, schema, timeoutMs }) {
             days.map((d) => d[2]),
           ],
         });
-        client.release();
+        client.off('error', onError);
+        client.release(broken ?? undefined);
       } catch (err) {
+        client.off('error', onError);
         // A statement PostgreSQL refused leaves no transaction open and the connection usable;
         // anything else (a broken connection) discards it.
-        client.release(err instanceof pg.DatabaseError ? undefined : /** @type {Error} */ (err));
+        client.release(
+          broken ?? (err instanceof pg.DatabaseError ? undefined : /** @type {Error} */ (err)),
+        );
         throw err;
       }
     },

@@ -217,6 +217,12 @@ class GuardedPool {
       throw unavailable('store', err);
     }
     let broken: unknown = null;
+    // A connection that ends while checked out but between queries (PostgreSQL terminated it,
+    // a restart) is reported as an 'error' on the client: without a listener, a fatal one.
+    const onError = (err: Error) => {
+      broken = err;
+    };
+    client.on('error', onError);
     const timeoutMs = this.queryTimeoutMs;
     const guarded = {
       query: (text: unknown, values?: unknown) => {
@@ -241,6 +247,7 @@ class GuardedPool {
       },
       release: (destroy?: boolean) => {
         if (probe) this.probing = false;
+        client.off('error', onError);
         // A broken or timed-out connection is closed (a timed-out query may still be running).
         client.release(destroy || broken ? (broken as Error) || true : undefined);
       },

@@ -4,6 +4,7 @@ import pg from 'pg';
 import { RedisServer } from '../fixtures/redis-server.ts';
 import { TcpProxy } from '../fixtures/tcp-proxy.ts';
 import { DATABASE_URL, dropSchemas, uniqueName } from '../helpers.ts';
+import { RtClient } from '../realtime/rt-helpers.ts';
 import { Receiver } from '../webhooks/receiver.ts';
 import { assertUnavailable, Fleet, request, waitFor } from './fleet.ts';
 
@@ -69,6 +70,8 @@ describe('PostgreSQL outages, two nodes', {
       SVC_STORE_TIMEOUT_MS: String(storeTimeoutMs),
       SVC_WEBHOOK_ALLOW_PRIVATE: 'true',
       SVC_WEBHOOK_POLL_MS: '100',
+      SVC_REALTIME_DEPARTURE_GRACE_MS: '300',
+      SVC_REALTIME_SWEEP_INTERVAL_MS: '50',
     });
     const created = await fleet.call(fleet.nodes[0]!, 'POST', '/v1/sdk/links', {
       url: 'https://shop.example.com/outage',
@@ -211,6 +214,42 @@ describe('PostgreSQL outages, two nodes', {
           : undefined,
       );
     }
+    fleet.assertAlive();
+  });
+  test('a webhook event raised while PostgreSQL is gone (a participant leaving after the grace period) is held and delivered once it is back', async () => {
+    const t = await fleet.call(fleet.nodes[0]!, 'POST', '/v1/realtime/token', {
+      roomName: 'held-events',
+      liveType: 'VIDEO_CONFERENCE',
+      participant: { userId: 'carol', name: 'Carol' },
+    });
+    assert.equal(t.status, 200, JSON.stringify(t.body));
+    const socket = await RtClient.open(
+      `ws://127.0.0.1:${fleet.nodes[0]!.port}/v1/realtime/ws?room=held-events&access_token=${t.body.token}`,
+    );
+    await socket.join();
+    await waitFor('participant.joined delivered', async () =>
+      receiver.requests.some((r) => r.json.type === 'participant.joined') ? true : undefined,
+    );
+    await proxy.drop();
+    try {
+      // The drop, the grace period and the leave happen in Redis; the event's outbox write
+      // finds PostgreSQL gone.
+      await socket.drop();
+      await new Promise((r) => setTimeout(r, 50));
+      const left = () => receiver.requests.some((r) => r.json.type === 'participant.left');
+      // Held, not lost: nothing can be delivered before the outbox is written.
+      assertUnavailable(await listLinks(0), 'node 0 keyed request');
+      assert.equal(left(), false);
+      fleet.assertAlive();
+    } finally {
+      await proxy.restore();
+    }
+    const back = Date.now();
+    const left = await waitFor('participant.left delivered after the store came back', async () =>
+      receiver.requests.find((r) => r.json.type === 'participant.left'),
+    );
+    console.log(`# held webhook event delivered ${Date.now() - back} ms after PostgreSQL was back`);
+    assert.equal(left.json.data.participant.userId, 'carol');
     fleet.assertAlive();
   });
 });

@@ -47,6 +47,8 @@ interface AttemptContext {
 const iso = (ms: number) => new Date(ms).toISOString();
 /** The longest pause between claims after store errors: the worker resumes soon after an outage. */
 const MAX_BACKOFF_MS = 5000;
+/** How often an attempt's result that found the store unavailable is written again. */
+const RECORD_RETRY_MS = 500;
 const ERROR_LIMIT = 500;
 
 /**
@@ -282,7 +284,18 @@ export class DeliveryWorker {
       });
       this.options.metrics.attemptDuration.observe(result.latencyMs / 1000);
     }
-    await this.record(delivery, startedMs, result);
+    // The request was sent: its result is worth keeping through a store outage. It is written
+    // once the store is back, while the lease still holds (after that, another node sends again).
+    for (;;) {
+      try {
+        await this.record(delivery, startedMs, result);
+        return;
+      } catch (err) {
+        const leaseEndMs = Date.parse(delivery.lease_until ?? '') || 0;
+        if (!unavailableDependency(err) || !this.running || clock.now() >= leaseEndMs) throw err;
+        await new Promise((resolve) => setTimeout(resolve, RECORD_RETRY_MS));
+      }
+    }
   }
 
   /** Writes the attempt and the delivery's next state. */

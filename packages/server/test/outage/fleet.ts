@@ -153,7 +153,9 @@ export class Fleet {
   async stop() {
     for (const [i, node] of this.nodes.entries()) {
       if (node.child.exitCode !== null || process.env.OUTAGE_DEBUG)
-        console.log(`# node ${i} had exited (${node.child.exitCode}): ${node.stderr().slice(-3000)}`);
+        console.log(
+          `# node ${i} had exited (${node.child.exitCode}): ${node.stderr().slice(-3000)}`,
+        );
     }
     await Promise.allSettled(this.nodes.map((n) => n.stop()));
   }

@@ -107,17 +107,17 @@ describe('PostgreSQL outages, two nodes', {
     );
     assert.ok(Number(await backends()) > 0, 'the nodes hold connections to terminate');
 
-    const { rowCount } = await admin.query(
-      'select pg_terminate_backend(pid) from pg_stat_activity where application_name = $1',
+    const { rows } = await admin.query<{ pid: number }>(
+      'select pid, pg_terminate_backend(pid) from pg_stat_activity where application_name = $1',
       [applicationName],
     );
-    assert.ok(rowCount && rowCount > 0);
+    assert.ok(rows.length > 0);
+    const pids = rows.map((r) => r.pid);
     // The pools learn of it when the connections' ends arrive; the nodes must outlive that.
-    await waitFor('the terminated backends gone', async () =>
-      (await backends()) === '0' || fleet.nodes.some((n) => n.child.exitCode !== null)
-        ? true
-        : undefined,
-    );
+    await waitFor('the terminated backends gone', async () => {
+      const left = await admin.query('select 1 from pg_stat_activity where pid = any($1)', [pids]);
+      return left.rowCount === 0 ? true : undefined;
+    });
     for (const i of [0, 1]) {
       const res = await waitFor(`node ${i} answers 200 again`, async () => {
         fleet.assertAlive();

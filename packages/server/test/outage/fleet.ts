@@ -161,6 +161,15 @@ export class Fleet {
   }
 }
 
+/** Logs the slowest and median of answers' times (a `#` line in the test output). */
+export function report(what: string, answers: Timed[]) {
+  const ms = answers.map((a) => a.ms).sort((a, b) => a - b);
+  const median = ms[Math.floor(ms.length / 2)] ?? 0;
+  console.log(
+    `# ${what}: ${ms.length} answers, median ${median.toFixed(1)} ms, slowest ${(ms.at(-1) ?? 0).toFixed(1)} ms`,
+  );
+}
+
 /** Asserts a 503 `service_unavailable` problem with a `Retry-After`. */
 export function assertUnavailable(res: Timed, what: string) {
   assert.equal(res.status, 503, `${what}: ${res.status} ${JSON.stringify(res.body)}`);

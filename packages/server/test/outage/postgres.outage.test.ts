@@ -6,7 +6,7 @@ import { TcpProxy } from '../fixtures/tcp-proxy.ts';
 import { DATABASE_URL, dropSchemas, uniqueName } from '../helpers.ts';
 import { RtClient } from '../realtime/rt-helpers.ts';
 import { Receiver } from '../webhooks/receiver.ts';
-import { assertUnavailable, Fleet, request, waitFor } from './fleet.ts';
+import { assertUnavailable, Fleet, report, request, type Timed, waitFor } from './fleet.ts';
 
 // Two server processes on PostgreSQL (through a proxy this file controls) and a Redis of this
 // file's own. PostgreSQL drops connections, goes away, stalls and comes back: the nodes stay up,
@@ -150,16 +150,19 @@ describe('PostgreSQL outages, two nodes', {
   test('PostgreSQL gone (connections dropped, new ones refused): 503 + Retry-After, /readyz 503 within 1 s; back: recovered by itself', async () => {
     for (const i of [0, 1]) assert.equal((await listLinks(i)).status, 200);
     await proxy.drop();
+    const seen: Timed[] = [];
     try {
       for (const i of [0, 1]) {
         for (let n = 0; n < 3; n++) {
           const res = await listLinks(i);
+          seen.push(res);
           assertUnavailable(res, `node ${i} keyed request`);
           assert.ok(res.ms < storeTimeoutMs + 1000, `answered in ${res.ms} ms`);
         }
         const ready = await request(fleet.nodes[i]!, 'GET', '/readyz');
         assertUnavailable(ready, `node ${i} /readyz`);
         assert.ok(ready.ms < 1000, `/readyz answered in ${ready.ms} ms`);
+        seen.push(ready);
         assert.equal(ready.body.checks.store.status, 'down');
         assert.equal(ready.body.checks.sharedState.status, 'up');
         // The admin API needs the store too.
@@ -171,6 +174,7 @@ describe('PostgreSQL outages, two nodes', {
         assert.equal((await click(i)).status, 302);
       }
       fleet.assertAlive();
+      report('PostgreSQL gone: keyed requests and /readyz', seen);
     } finally {
       await proxy.restore();
     }
@@ -190,19 +194,30 @@ describe('PostgreSQL outages, two nodes', {
   test('PostgreSQL stalled (nothing answers): requests get 503 within the deadline, /readyz within 1 s; then recovered', async () => {
     for (const i of [0, 1]) assert.equal((await listLinks(i)).status, 200);
     proxy.stall();
+    const seen: Timed[] = [];
     try {
       for (const i of [0, 1]) {
-        // Concurrent requests: the first waits out the deadline, the rest are refused at once.
+        // Requests in flight when it stalls wait out the deadline (none longer)…
         const answers = await Promise.all(Array.from({ length: 5 }, () => listLinks(i)));
+        seen.push(...answers);
         for (const res of answers) {
           assertUnavailable(res, `node ${i} keyed request`);
           assert.ok(res.ms < storeTimeoutMs * 2 + 1000, `answered in ${res.ms} ms`);
         }
+        // …and once the node knows, the next are refused without waiting for it.
+        const next = await listLinks(i);
+        assertUnavailable(next, `node ${i} keyed request once known down`);
+        assert.ok(next.ms < storeTimeoutMs / 2, `answered in ${next.ms} ms`);
         const ready = await request(fleet.nodes[i]!, 'GET', '/readyz');
         assertUnavailable(ready, `node ${i} /readyz`);
         assert.ok(ready.ms < 1000, `/readyz answered in ${ready.ms} ms`);
+        seen.push(ready);
       }
       fleet.assertAlive();
+      report(
+        `PostgreSQL stalled (deadline ${storeTimeoutMs} ms): keyed requests and /readyz`,
+        seen,
+      );
     } finally {
       await proxy.restore();
     }

@@ -4,7 +4,7 @@ import { RedisServer } from '../fixtures/redis-server.ts';
 import type { NodeProcess } from '../fixtures/spawn-node.ts';
 import { DATABASE_URL, dropSchemas, uniqueName } from '../helpers.ts';
 import { RtClient } from '../realtime/rt-helpers.ts';
-import { assertUnavailable, Fleet, request, type Timed, waitFor } from './fleet.ts';
+import { assertUnavailable, Fleet, report, request, type Timed, waitFor } from './fleet.ts';
 
 // Two server processes on PostgreSQL and a redis-server of this file's own, which it stops,
 // freezes (SIGSTOP) and flushes. The policy under test (README, "When a dependency fails"):
@@ -32,8 +32,11 @@ describe('Redis outages, two nodes', {
       participant: { userId, name: userId },
     });
   const ready = (i: number) => request(node(i), 'GET', '/readyz');
-  const bounded = (res: Timed, what: string) =>
+  let seen: Timed[] = [];
+  const bounded = (res: Timed, what: string) => {
+    seen.push(res);
     assert.ok(res.ms < stateTimeoutMs + 500, `${what} answered in ${Math.round(res.ms)} ms`);
+  };
 
   const connect = async (n: NodeProcess, room: string, userId: string) => {
     const t = await token(fleet.nodes.indexOf(n), room, userId);
@@ -81,6 +84,7 @@ describe('Redis outages, two nodes', {
       assert.equal((await token(i)).status, 200);
     }
     await redis.stop();
+    seen = [];
     const limited = await fleet.admin(node(0), 'POST', `/projects/${fleet.projectId}/keys`, {
       type: 'server',
       rateLimitPerMinute: 3,
@@ -120,6 +124,7 @@ describe('Redis outages, two nodes', {
         3000,
       );
       console.log(`# revocation reached node B after ${Date.now() - at} ms without Redis`);
+      report('Redis stopped: keyed requests (PostgreSQL-only and Redis-needing)', seen);
       fleet.assertAlive();
     } finally {
       await redis.start();
@@ -137,6 +142,7 @@ describe('Redis outages, two nodes', {
     const a = await connect(node(0), 'frozen-room', 'alice');
     const b = await connect(node(1), 'frozen-room', 'bob');
     redis.freeze();
+    seen = [];
     try {
       for (const i of [0, 1]) {
         const answers = await Promise.all(Array.from({ length: 5 }, () => listLinks(i)));
@@ -155,6 +161,7 @@ describe('Redis outages, two nodes', {
       assert.equal(refused.type, 'error', JSON.stringify(refused));
       assert.equal(refused.code, 'service_unavailable');
       fleet.assertAlive();
+      report(`Redis frozen (deadline ${stateTimeoutMs} ms): keyed requests`, seen);
     } finally {
       redis.thaw();
     }

@@ -33,7 +33,7 @@ const HOSTILE_VALUES: unknown[] = [
   new Raw('1e309'),
   new Raw('-1e309'),
   -1,
-  9_007_199_254_740_993,
+  new Raw('9007199254740993'),
   1.5,
   '\u0000',
   'a\u0000b',
@@ -92,11 +92,11 @@ function toJson(value: unknown): string {
   const text = JSON.stringify(value, (_k, v) => {
     if (v instanceof Raw) {
       marks.push(v.text);
-      return `\u0001RAW${marks.length - 1}\u0001`;
+      return `@@RAW${marks.length - 1}@@`;
     }
     return v;
   });
-  return text.replace(/"\u0001RAW(\d+)\u0001"/g, (_m, i) => marks[Number(i)]!);
+  return text.replace(/"@@RAW(\d+)@@"/g, (_m, i) => marks[Number(i)]!);
 }
 
 /** Every leaf path of a plain JSON object (nested objects included, arrays as a whole). */
@@ -376,7 +376,13 @@ for (const backend of BACKENDS) {
           const base = bodies[key] ?? sample(op.body);
           for (const text of HOSTILE_BODIES)
             await expectHandled(`${key} body ${text.slice(0, 30)}`, op.method, url, text);
-          for (const at of leafPaths(base)) {
+          // Every member the schema declares (optional ones too), on top of the valid body.
+          const seen = new Set<string>();
+          const paths = [...leafPaths(base), ...leafPaths(sample(op.body))].filter((p) => {
+            const k = p.join('.');
+            return seen.has(k) ? false : (seen.add(k), true);
+          });
+          for (const at of paths) {
             for (const value of HOSTILE_VALUES) {
               const body = toJson(withValue(base, at, value));
               await expectHandled(

@@ -213,7 +213,20 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   app.get(
     '/.well-known/jwks.json',
     {
-      schema: { tags: ['tokens'], summary: 'The public keys that verify Svc-issued tokens (JWKS)' },
+      schema: {
+        tags: ['tokens'],
+        summary: 'The public keys that verify Svc-issued tokens (JWKS)',
+        response: {
+          200: {
+            description: 'A JSON Web Key Set (RFC 7517) of ES256 public keys',
+            type: 'object',
+            properties: {
+              keys: { type: 'array', items: { type: 'object', additionalProperties: true } },
+            },
+            required: ['keys'],
+          },
+        },
+      },
     },
     async (_request, reply) =>
       reply.header('Cache-Control', 'public, max-age=300').send(signingKeys.jwks()),

@@ -177,18 +177,23 @@ function unavailable(dependency: Dependency, err: unknown) {
   );
 }
 
+/** How often a node that saw PostgreSQL down asks it again. */
+const PROBE_INTERVAL_MS = 500;
+
 /**
  * The pool Kysely uses, with the store's outage policy around pg's: every query has a deadline
  * (`queryTimeoutMs`, besides the pool's connect deadline); a connection whose query timed out or
  * broke is closed rather than reused; failures that mean PostgreSQL is out of reach are thrown
  * as {@link DependencyUnavailableError} and set {@link DependencyHealth} down. While it is down,
- * one request at a time tries PostgreSQL (a probe, bounded by the deadlines) and every other is
- * refused at once, so an outage costs requests no waiting; the first success sets it up again.
+ * every query is refused at once (no request waits on a store known to be down) and the pool
+ * asks PostgreSQL every 500 ms, within the same deadlines; the first answer sets it up again.
  * Idle connections that PostgreSQL ends are dropped by the pool (an `'error'` it would otherwise
- * raise as fatal).
+ * raise as fatal), and so are checked-out ones that end between queries.
  */
 class GuardedPool {
+  private probe: NodeJS.Timeout | null = null;
   private probing = false;
+  private ended = false;
 
   constructor(
     private pool: pg.Pool,
@@ -199,19 +204,52 @@ class GuardedPool {
     // An idle connection PostgreSQL ended (pg_terminate_backend, a restart): the pool drops it
     // and the next query opens another. Without a listener, pg's pool would raise it as fatal.
     pool.on('error', () => {});
+    health.on('down', () => {
+      if (this.probe || this.ended) return;
+      this.probe = setInterval(() => void this.tryProbe(), PROBE_INTERVAL_MS).unref();
+    });
+  }
+
+  private async tryProbe() {
+    if (this.health.up || this.probing || this.ended) return this.stopProbing();
+    this.probing = true;
+    try {
+      const client = await this.pool.connect();
+      let broken: Error | undefined;
+      const onError = (err: Error) => {
+        broken = err;
+      };
+      client.on('error', onError);
+      try {
+        const probe: pg.QueryConfig & { query_timeout?: number } = { text: 'select 1' };
+        if (this.queryTimeoutMs > 0) probe.query_timeout = this.queryTimeoutMs;
+        await client.query(probe);
+        this.health.markUp();
+        this.stopProbing();
+      } catch (err) {
+        broken ??= err as Error;
+      } finally {
+        client.off('error', onError);
+        client.release(broken);
+      }
+    } catch {
+      // Still down: asked again at the next interval.
+    } finally {
+      this.probing = false;
+    }
+  }
+
+  private stopProbing() {
+    if (this.probe) clearInterval(this.probe);
+    this.probe = null;
   }
 
   async connect() {
-    const probe = !this.health.up;
-    if (probe) {
-      if (this.probing) throw this.health.refusal();
-      this.probing = true;
-    }
+    if (!this.health.up) throw this.health.refusal();
     let client: pg.PoolClient;
     try {
       client = await this.pool.connect();
     } catch (err) {
-      if (probe) this.probing = false;
       if (!isPostgresUnavailable(err)) throw err;
       this.health.markDown(err);
       throw unavailable('store', err);
@@ -246,7 +284,6 @@ class GuardedPool {
         );
       },
       release: (destroy?: boolean) => {
-        if (probe) this.probing = false;
         client.off('error', onError);
         // A broken or timed-out connection is closed (a timed-out query may still be running).
         client.release(destroy || broken ? (broken as Error) || true : undefined);
@@ -256,6 +293,8 @@ class GuardedPool {
   }
 
   end() {
+    this.ended = true;
+    this.stopProbing();
     return this.pool.end();
   }
 }

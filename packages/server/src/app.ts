@@ -7,6 +7,7 @@ import Fastify, {
   type onRequestAsyncHookHandler,
 } from 'fastify';
 import type { DestinationStream } from 'pino';
+import { Gauge } from 'prom-client';
 import { KeyService } from './admin/keys.ts';
 import { ProjectService } from './admin/projects.ts';
 import { adminRoutes, adminTokenHook } from './admin/routes.ts';
@@ -190,6 +191,16 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
       done();
     });
   }
+  new Gauge({
+    name: 'svc_dependency_up',
+    help: 'Whether this node sees the dependency answering (1) or down (0): store, shared_state',
+    labelNames: ['dependency'],
+    registers: [metrics.registry],
+    collect() {
+      this.set({ dependency: 'store' }, store.health.up ? 1 : 0);
+      this.set({ dependency: 'shared_state' }, state.health.up ? 1 : 0);
+    },
+  });
   // JSON only: a text/plain body is refused with 415 rather than reaching a schema as a string.
   app.removeContentTypeParser('text/plain');
   // Callback hooks, not async ones: they run on every request and a promise each costs more.

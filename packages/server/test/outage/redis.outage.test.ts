@@ -104,6 +104,9 @@ describe('Redis outages, two nodes', {
         assert.ok(r.ms < 1000, `/readyz answered in ${r.ms} ms`);
         assert.equal(r.body.checks.sharedState.status, 'down');
         assert.equal(r.body.checks.store.status, 'up');
+        const metrics = await request(node(i), 'GET', '/metrics');
+        assert.match(metrics.body, /svc_dependency_up\{dependency="shared_state"\} 0/);
+        assert.match(metrics.body, /svc_dependency_up\{dependency="store"\} 1/);
       }
       // Counted per node while Redis is away: each node admits the key's limit, no more.
       for (const i of [0, 1]) {

@@ -209,7 +209,11 @@ export class SignalingHub {
       return this.refuse(conn, 'token_room_mismatch', CLOSE_CODES.TOKEN_ROOM_MISMATCH);
     }
     // A token outlives neither its project nor the project's Realtime product.
-    const project = await this.svc.projects.get(claims.projectId).catch(() => null);
+    // A store outage is not a bad token: it is answered service_unavailable (retry later).
+    const project = await this.svc.projects.get(claims.projectId).catch((err: unknown) => {
+      if (unavailableDependency(err)) throw err;
+      return null;
+    });
     if (isClosed(conn)) return;
     if (!project) return this.refuse(conn, 'token_invalid', CLOSE_CODES.TOKEN_INVALID);
     if (!project.products.includes('realtime')) {

@@ -149,6 +149,12 @@ describe('PostgreSQL outages, two nodes', {
 
   test('PostgreSQL gone (connections dropped, new ones refused): 503 + Retry-After, /readyz 503 within 1 s; back: recovered by itself', async () => {
     for (const i of [0, 1]) assert.equal((await listLinks(i)).status, 200);
+    const t = await fleet.call(fleet.nodes[0]!, 'POST', '/v1/realtime/token', {
+      roomName: 'while-gone',
+      liveType: 'VIDEO_CONFERENCE',
+      participant: { userId: 'dave', name: 'Dave' },
+    });
+    assert.equal(t.status, 200, JSON.stringify(t.body));
     await proxy.drop();
     const seen: Timed[] = [];
     try {
@@ -172,6 +178,13 @@ describe('PostgreSQL outages, two nodes', {
         );
         // A click is still redirected (the link is cached); it is written once the store is back.
         assert.equal((await click(i)).status, 302);
+        // A socket with a good token is told to come back later, not that its token is bad.
+        const socket = await RtClient.open(
+          `ws://127.0.0.1:${fleet.nodes[i]!.port}/v1/realtime/ws?room=while-gone&access_token=${t.body.token}`,
+        );
+        const frame = await socket.wait((f) => f.type === 'error');
+        assert.equal(frame.code, 'service_unavailable', JSON.stringify(frame));
+        assert.equal((await socket.closed).code, 1011);
       }
       fleet.assertAlive();
       report('PostgreSQL gone: keyed requests and /readyz', seen);

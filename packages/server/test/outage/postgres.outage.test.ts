@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import { RedisServer } from '../fixtures/redis-server.ts';
+import { HAS_REDIS_SERVER, RedisServer } from '../fixtures/redis-server.ts';
 import { TcpProxy } from '../fixtures/tcp-proxy.ts';
 import { DATABASE_URL, dropSchemas, uniqueName } from '../helpers.ts';
 import { RtClient } from '../realtime/rt-helpers.ts';
@@ -13,7 +13,7 @@ import { assertUnavailable, Fleet, report, request, type Timed, waitFor } from '
 // answer 503 with Retry-After for what needs it (never 500, never a hang), keep /readyz under a
 // second, and recover by themselves.
 describe('PostgreSQL outages, two nodes', {
-  skip: !DATABASE_URL && 'needs DATABASE_URL',
+  skip: !(DATABASE_URL && HAS_REDIS_SERVER) && 'needs DATABASE_URL and redis-server',
 }, () => {
   const schema = uniqueName('t');
   // Names this file's connections in pg_stat_activity (the nodes', their click writer threads').

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { RedisServer } from '../fixtures/redis-server.ts';
+import { HAS_REDIS_SERVER, RedisServer } from '../fixtures/redis-server.ts';
 import type { NodeProcess } from '../fixtures/spawn-node.ts';
 import { DATABASE_URL, dropSchemas, uniqueName } from '../helpers.ts';
 import { RtClient } from '../realtime/rt-helpers.ts';
@@ -12,7 +12,7 @@ import { assertUnavailable, Fleet, report, request, type Timed, waitFor } from '
 // key's limit on each), what needs Redis answers 503 with Retry-After, nothing waits longer than
 // the Redis deadline, /readyz answers within a second, and everything recovers by itself.
 describe('Redis outages, two nodes', {
-  skip: !DATABASE_URL && 'needs DATABASE_URL',
+  skip: !(DATABASE_URL && HAS_REDIS_SERVER) && 'needs DATABASE_URL and redis-server',
 }, () => {
   const schema = uniqueName('t');
   const fleet = new Fleet();

@@ -150,6 +150,8 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
         coerceTypes: 'array',
         useDefaults: true,
         allErrors: false,
+        // Errors carry their schema, so that a bad enum value is answered with the allowed ones.
+        verbose: true,
       },
     },
     requestIdHeader: false,
@@ -177,6 +179,14 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   // Callback hooks, not async ones: they run on every request and a promise each costs more.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('Request-Id', request.id);
+    done();
+  });
+  // A request without a body, to a route whose body members are all optional, means `{}`.
+  app.addHook('preValidation', (request, _reply, done) => {
+    if (request.body === undefined) {
+      const body = request.routeOptions.schema?.body as { required?: string[] } | undefined;
+      if (body && !body.required?.length) request.body = {};
+    }
     done();
   });
   // After each route's schema: finite numbers, no NUL, bounded nesting (http/input-check.ts).

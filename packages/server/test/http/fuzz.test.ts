@@ -330,7 +330,9 @@ for (const backend of BACKENDS) {
         const res = await call(env, 'GET', url);
         assert.equal(res.status, 200, `${url}: ${res.text.slice(0, 300)}`);
       }
-      const redirect = await call(env, 'GET', `/l/${env.slug}`);
+      // The fuzz may have renamed the link (a PATCH of its slug): redirect by its current slug.
+      const link = JSON.parse((await call(env, 'GET', `/v1/sdk/links/${env.linkId}`)).text);
+      const redirect = await call(env, 'GET', `/l/${link.slug}`);
       assert.ok(redirect.status >= 300 && redirect.status < 400, `redirect ${redirect.status}`);
     });
 

@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -278,6 +279,6 @@ export async function runCli(
   }
 }
 
-if (process.argv[1] && /cli\.ts$|svc(\.mjs)?$/.test(process.argv[1])) {
+if (process.argv[1] && /cli\.[jt]s$|svc(\.mjs)?$/.test(process.argv[1])) {
   process.exitCode = await runCli(process.argv.slice(2));
 }

@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 import './runtime.ts';
 import { bootstrapDefaultProject, resolveAdminToken } from './admin/bootstrap.ts';
 import { buildApp } from './app.ts';

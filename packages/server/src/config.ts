@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { normaliseOriginPattern } from './auth/restrictions.ts';
 import { loadRealtimeConfig, type RealtimeConfig } from './realtime/config.ts';
 import { loadSmsSenderConfig, type SmsSenderConfig } from './verify/sms-config.ts';
 
@@ -20,10 +21,21 @@ export interface Config {
   adminToken: string | undefined;
   /** `SVC_SECRET`: keys server-side HMACs; generated into DATA_DIR when unset (embedded default only). */
   secret: string | undefined;
+  /**
+   * `SVC_SECRET_PREVIOUS`: earlier server secrets, comma-separated, newest first. Sealed values
+   * (signing keys, webhook secrets, SMS credentials) still open with them and are sealed again
+   * with the current secret on start; nothing new is sealed with them.
+   */
+  secretPrevious: string[];
   /** `SVC_PUBLIC_URL` (`http://localhost:PORT`): the externally visible base URL. */
   publicUrl: string;
   /** `SVC_TRUST_PROXY`: proxy addresses/CIDRs whose X-Forwarded-For is believed (none). */
   trustProxy: string[];
+  /**
+   * `SVC_ADMIN_CORS_ORIGINS` (none): exact origins (`https://admin.example.com`), comma-separated,
+   * whose pages may call the admin API; no other origin's page may read an admin response.
+   */
+  adminCorsOrigins: string[];
   /** `SVC_WEBHOOK_ALLOW_PRIVATE` (false): let webhook endpoints resolve to private addresses. */
   webhookAllowPrivate: boolean;
   /** `SVC_WEBHOOK_WORKER` (true): run the webhook delivery worker on this node. */
@@ -89,6 +101,23 @@ function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean) {
   throw new ConfigError(`${name} must be true or false, got "${raw}"`);
 }
 
+/** A comma-separated list of exact origins (`scheme://host[:port]`). */
+function origins(env: NodeJS.ProcessEnv, name: string): string[] {
+  const list = (env[name] || '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  return list.map((value) => {
+    const origin = normaliseOriginPattern(value);
+    if (!origin || origin.includes('*')) {
+      throw new ConfigError(
+        `${name} must list origins like https://admin.example.com, got "${value}"`,
+      );
+    }
+    return origin;
+  });
+}
+
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
 /** Parses `0,5s,5m,30m` (bare numbers are seconds) into milliseconds. */
@@ -147,11 +176,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisPrefix: env.SVC_REDIS_PREFIX || 'svc:',
     adminToken: env.SVC_ADMIN_TOKEN || undefined,
     secret: env.SVC_SECRET || undefined,
+    secretPrevious: (env.SVC_SECRET_PREVIOUS || '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
     publicUrl,
     trustProxy: (env.SVC_TRUST_PROXY || '')
       .split(',')
       .map((s) => s.trim())
       .filter(Boolean),
+    adminCorsOrigins: origins(env, 'SVC_ADMIN_CORS_ORIGINS'),
     webhookAllowPrivate: bool(env, 'SVC_WEBHOOK_ALLOW_PRIVATE', false),
     webhookWorker: bool(env, 'SVC_WEBHOOK_WORKER', true),
     webhookRetryScheduleMs: parseRetrySchedule(

@@ -69,6 +69,12 @@ export interface Config {
    * (about 105 bytes each, reserved at the first one; the oldest are dropped first).
    */
   linksMaxCandidates: number;
+  /**
+   * `SVC_SHUTDOWN_TIMEOUT_MS` (10000): on SIGTERM or SIGINT, how long in-flight requests, queued
+   * click and webhook writes and deliveries in progress get to finish before the process exits
+   * anyway (with status 1).
+   */
+  shutdownTimeoutMs: number;
   /** `LOG_LEVEL` (info): pino level (`fatal`…`trace`, or `silent`). */
   logLevel: string;
   /** `SVC_BOOTSTRAP` (true): create the `default` project and keys on first start with an empty store. */
@@ -200,6 +206,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     keyCacheTtlMs: int(env, 'SVC_KEY_CACHE_TTL_MS', 30_000, 0, 3_600_000),
     bodyLimitBytes: int(env, 'SVC_BODY_LIMIT', 1_048_576, 1024, 100 * 1_048_576),
     linksMaxCandidates: int(env, 'SVC_LINKS_MAX_CANDIDATES', 1_000_000, 1000, 50_000_000),
+    shutdownTimeoutMs: int(env, 'SVC_SHUTDOWN_TIMEOUT_MS', 10_000, 100, 600_000),
     logLevel,
     bootstrap: bool(env, 'SVC_BOOTSTRAP', true),
     smsSender: loadSmsSenderConfig(env, (message) => {

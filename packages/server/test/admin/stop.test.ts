@@ -9,7 +9,10 @@ import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
+import SQLite from 'better-sqlite3';
 import { WebSocket } from 'ws';
+import { parseClickLog } from '../../src/links/click-log.ts';
+import { UA } from '../links/fixtures.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../../../..');
 const dirs: string[] = [];
@@ -65,6 +68,7 @@ function alive(pid: number): boolean {
 
 interface Started {
   child: ChildProcess;
+  dataDir: string;
   base: string;
   port: number;
   projectId: string;
@@ -119,6 +123,7 @@ async function start(command: string, args: string[], env: Record<string, string
   await printed(/Svc is running at[\s\S]*\n\n/);
   return {
     child,
+    dataDir,
     port,
     base: `http://127.0.0.1:${port}`,
     projectId: /project id:\s+(prj_\S+)/.exec(out)![1],
@@ -187,15 +192,50 @@ async function joinedSocket(s: Started, roomName: string) {
   return { ws, closed };
 }
 
+/** Clicks a new short link `times` times; the clicks are queued in the server, not yet written. */
+async function click(s: Started, times: number): Promise<string> {
+  const res = await fetch(`${s.base}/v1/sdk/links`, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${s.clientKey}`,
+      'x-project-id': s.projectId,
+      'content-type': 'application/json',
+    },
+    body: JSON.stringify({ url: 'https://shop.example.com/stop' }),
+  });
+  assert.equal(res.status, 201);
+  const link = (await res.json()) as { id: string; slug: string };
+  for (let i = 0; i < times; i++) {
+    const visit = await fetch(`${s.base}/l/${link.slug}`, {
+      redirect: 'manual',
+      headers: { 'user-agent': UA.iosSafari },
+    });
+    assert.equal(visit.status, 302);
+  }
+  return link.id;
+}
+
+/** The clicks of `linkId` written to the stopped server's SQLite file. */
+function writtenClicks(s: Started, linkId: string): number {
+  const db = new SQLite(path.join(s.dataDir, 'svc.sqlite'), { readonly: true });
+  try {
+    const rows = db.prepare('select clicks from link_click_log').all() as { clicks: string }[];
+    return rows.flatMap((r) => parseClickLog(r.clicks)).filter((c) => c.linkId === linkId).length;
+  } finally {
+    db.close();
+  }
+}
+
 /**
- * Sends `signal` to the started process with a request in flight and a joined socket, and checks
- * the stop: the request completes, the socket gets 1001, nothing new is accepted, every process
- * of the tree is gone, and the exit status is 0.
+ * Sends `signal` to the started process with a request in flight, a joined socket and queued
+ * clicks, and checks the stop: the request completes, the socket gets 1001, nothing new is
+ * accepted, the clicks are written, every process of the tree is gone, and the exit status is 0.
  */
 async function stopsGracefully(s: Started, signal: NodeJS.Signals) {
   const tree = [s.child.pid!, ...descendants(s.child.pid!)];
   assert.ok(tree.length >= 1);
   const socket = await joinedSocket(s, 'stop-ws');
+  const linkId = await click(s, 3);
   const inFlight = slowTokenRequest(s, 'stop-slow');
   await s.printed(
     /"url":"\/v1\/realtime\/token"[^\n]*"msg":"incoming request"[\s\S]*"url":"\/v1\/realtime\/token"[^\n]*"msg":"incoming request"/,
@@ -210,6 +250,7 @@ async function stopsGracefully(s: Started, signal: NodeJS.Signals) {
   assert.equal(await socket.closed, 1001, 'the socket was told the server is going away');
   const [code] = await s.exited;
   assert.equal(code, 0);
+  assert.equal(writtenClicks(s, linkId), 3, 'the queued clicks were written');
   for (const pid of tree) {
     // A process that exited may linger a moment as a zombie of its parent until reaped.
     const deadline = Date.now() + 5000;

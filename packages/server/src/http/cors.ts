@@ -59,7 +59,9 @@ export function installCors(app: FastifyInstance, options: CorsOptions) {
   const mayCall = (url: string, origin: string) => !isAdminPath(url) || adminOrigins.has(origin);
 
   app.addHook('onRequest', (request, reply, done) => {
-    if (request.headers.origin !== undefined) {
+    // Short-link redirects carry no CORS headers whichever path answers them (the fast front
+    // never adds any; Fastify answers them when requests are logged one by one).
+    if (request.headers.origin !== undefined && !request.url.startsWith('/l/')) {
       reply.header('Vary', 'Origin');
       const origin = browserOrigin(request);
       if (origin && mayCall(request.url, origin)) allow(reply, origin);

@@ -60,7 +60,7 @@ for (const backend of BACKENDS) {
       }
     });
 
-    test('a response names the caller origin, never *, and exposes the headers clients read', async () => {
+    test('an API response names the caller origin, never *, and exposes the headers clients read; a redirect does not', async () => {
       const res = await call(s.project.clientKey, OTHER);
       assert.equal(res.statusCode, 200);
       assert.equal(res.headers['access-control-allow-origin'], OTHER);
@@ -74,6 +74,21 @@ for (const backend of BACKENDS) {
       const refused = await call('svc_pk_nonsense', OTHER);
       assert.equal(refused.statusCode, 401);
       assert.equal(refused.headers['access-control-allow-origin'], OTHER);
+      // Short-link redirects carry none: they are for navigation.
+      const link = await s.app.inject({
+        method: 'POST',
+        url: '/v1/sdk/links',
+        headers: { authorization: `Bearer ${s.project.serverKey}`, 'x-project-id': s.project.id },
+        payload: { url: 'https://shop.example.com/p' },
+      });
+      assert.equal(link.statusCode, 201);
+      const redirect = await s.app.inject({
+        method: 'GET',
+        url: `/l/${link.json().slug}`,
+        headers: { origin: PAGE },
+      });
+      assert.equal(redirect.statusCode, 302);
+      assert.equal(redirect.headers['access-control-allow-origin'], undefined);
     });
 
     test("a key's origin lock: its origin is allowed, another gets 403 without CORS headers", async () => {

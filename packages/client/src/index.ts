@@ -10,10 +10,12 @@ export {
 } from './client.ts';
 export {
   CLIENT_ERROR_CODES,
+  errorFromResponse,
   type SvcClientErrorCode,
   SvcError,
   type SvcErrorCode,
 } from './errors.ts';
+export { apiBaseOf } from './http.ts';
 export type { SvcObservable } from './observable.ts';
 export { SvcRoom } from './room.ts';
 export type { SvcWebSocket, SvcWebSocketFactory } from './socket.ts';

@@ -17,6 +17,7 @@ import type { Config } from './config.ts';
 import { DomainEvents } from './events.ts';
 import { installCors } from './http/cors.ts';
 import { FastFront } from './http/front.ts';
+import { findInputFault } from './http/input-check.ts';
 import { lazyChildLoggerFactory, loggerOptions } from './http/logging.ts';
 import { Metrics } from './http/metrics.ts';
 import { installOpenApi } from './http/openapi.ts';
@@ -156,6 +157,8 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
         coerceTypes: 'array',
         useDefaults: true,
         allErrors: false,
+        // Errors carry their schema, so that a bad enum value is answered with the allowed ones.
+        verbose: true,
       },
     },
     requestIdHeader: false,
@@ -165,6 +168,16 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     childLoggerFactory: lazyChildLoggerFactory,
     routerOptions: { maxParamLength: 256 },
     return503OnClosing: true,
+    // Errors the router raises before any route (a path that is not valid percent-encoding, an
+    // over-long parameter) bypass the error handler: answer them as problems too.
+    frameworkErrors: (error, _request, reply) =>
+      sendProblem(
+        reply,
+        'invalid_request',
+        error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? 'A path parameter is longer than 256 characters.'
+          : 'The path is not a valid URL.',
+      ),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.decorate('svc', services);
@@ -174,6 +187,23 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('Request-Id', request.id);
     done();
+  });
+  // A request without a body, to a route whose body members are all optional, means `{}`.
+  app.addHook('preValidation', (request, _reply, done) => {
+    if (request.body === undefined) {
+      const body = request.routeOptions.schema?.body as { required?: string[] } | undefined;
+      if (body && !body.required?.length) request.body = {};
+    }
+    done();
+  });
+  // After each route's schema: finite numbers, no NUL, bounded nesting (http/input-check.ts).
+  app.addHook('preHandler', (request, reply, done) => {
+    const fault =
+      findInputFault(request.params, 'params') ??
+      findInputFault(request.query, 'query') ??
+      findInputFault(request.body, 'body');
+    if (!fault) return done();
+    sendProblem(reply, 'invalid_request', `${fault.path} ${fault.message}`, { errors: [fault] });
   });
   app.addHook('onResponse', (request, reply, done) => {
     metrics.request(
@@ -201,7 +231,20 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   app.get(
     '/.well-known/jwks.json',
     {
-      schema: { tags: ['tokens'], summary: 'The public keys that verify Svc-issued tokens (JWKS)' },
+      schema: {
+        tags: ['tokens'],
+        summary: 'The public keys that verify Svc-issued tokens (JWKS)',
+        response: {
+          200: {
+            description: 'A JSON Web Key Set (RFC 7517) of ES256 public keys',
+            type: 'object',
+            properties: {
+              keys: { type: 'array', items: { type: 'object', additionalProperties: true } },
+            },
+            required: ['keys'],
+          },
+        },
+      },
     },
     async (_request, reply) =>
       reply.header('Cache-Control', 'public, max-age=300').send(signingKeys.jwks()),

@@ -236,14 +236,25 @@ export async function runCli(
     }
     const { method, path: apiPath, body, values } = toRequest(argv);
     const base = (values.url ?? env.SVC_URL ?? 'http://localhost:8080').replace(/\/+$/, '');
-    const res = await fetch(`${base}/v1/admin${apiPath}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${adminToken(values, env)}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    const token = adminToken(values, env);
+    let res: Response;
+    try {
+      res = await fetch(`${base}/v1/admin${apiPath}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${token}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (e) {
+      const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+      const reason = cause?.code ?? cause?.message ?? (e as Error).message;
+      err.write(
+        `svc: cannot reach the server at ${base} (${reason}); is it running? Set --url or SVC_URL.\n`,
+      );
+      return 1;
+    }
     const text = await res.text();
     if (!res.ok) {
       let message = text;

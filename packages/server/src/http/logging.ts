@@ -1,13 +1,37 @@
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import type { Bindings, ChildLoggerOptions, Logger, LoggerOptions } from 'pino';
 
-/** Query parameters that may carry secrets; their values are replaced in logged URLs. */
-const SECRET_PARAMS = /([?&](?:access_token|token|key|api_key|apiKey)=)[^&#]*/g;
+/**
+ * Query parameters whose values are replaced in logged URLs: secrets, and phone numbers (personal
+ * data). Names are compared after percent-decoding, so `access%5Ftoken` is `access_token`.
+ */
+const REDACTED_PARAMS = new Set([
+  'access_token',
+  'token',
+  'key',
+  'api_key',
+  'apikey',
+  'phonenumber',
+  'phone',
+]);
+const QUERY_PARAM = /([?&])([^=&#]*)=([^&#]*)/g;
 /** Anything shaped like a Svc key, wherever it appears in a logged string. */
 const KEY_SHAPE = /svc_[A-Za-z0-9_-]{8,}/g;
 
+function decodedName(name: string): string {
+  try {
+    return decodeURIComponent(name.replaceAll('+', ' ')).toLowerCase();
+  } catch {
+    return name.toLowerCase();
+  }
+}
+
 export function scrub(text: string): string {
-  return text.replace(SECRET_PARAMS, '$1[REDACTED]').replace(KEY_SHAPE, 'svc_[REDACTED]');
+  return text
+    .replace(QUERY_PARAM, (whole, sep: string, name: string) =>
+      REDACTED_PARAMS.has(decodedName(name)) ? `${sep}${name}=[REDACTED]` : whole,
+    )
+    .replace(KEY_SHAPE, 'svc_[REDACTED]');
 }
 
 /**

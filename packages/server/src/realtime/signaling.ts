@@ -18,19 +18,21 @@ import {
 import type { FastifyBaseLogger } from 'fastify';
 import type { WebSocket } from 'ws';
 import type { Services } from '../app.ts';
+import { findInputFault } from '../http/input-check.ts';
 import type { RealtimeConfig } from './config.ts';
 import type { RoomStore, StoredRoomEvent } from './room-store.ts';
 import type { RoomClaims, RoomService } from './rooms.ts';
 
 const compile = <T extends TSchema>(schema: T) => TypeCompiler.Compile(schema);
-const validators: Record<string, ReturnType<typeof compile>> = {
-  'session.join': compile(SessionJoinDataSchema),
-  'session.resume': compile(SessionResumeDataSchema),
-  'session.leave': compile(SessionLeaveDataSchema),
-  'message.send': compile(MessageSendDataSchema),
-  'room.update_metadata': compile(RoomUpdateMetadataDataSchema),
-  ping: compile(PingDataSchema),
-};
+/** Frame type → validator. A Map: a client's `type` ("__proto__", "toString") finds only these. */
+const validators = new Map<string, ReturnType<typeof compile>>([
+  ['session.join', compile(SessionJoinDataSchema)],
+  ['session.resume', compile(SessionResumeDataSchema)],
+  ['session.leave', compile(SessionLeaveDataSchema)],
+  ['message.send', compile(MessageSendDataSchema)],
+  ['room.update_metadata', compile(RoomUpdateMetadataDataSchema)],
+  ['ping', compile(PingDataSchema)],
+]);
 
 const TEXT_FRAME = { binary: false } as const;
 
@@ -221,7 +223,24 @@ export class SignalingHub {
 
   // ---- Frames in ----------------------------------------------------------------------------
 
+  /**
+   * Takes one frame. Whatever handling it throws is answered `internal_error` and logged: one
+   * frame never ends the process (the `ws` listener would rethrow it as an uncaught exception).
+   */
   private onFrame(conn: Connection, raw: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) {
+    try {
+      this.takeFrame(conn, raw, isBinary);
+    } catch (err) {
+      this.log.error({ err }, 'realtime frame failed');
+      try {
+        this.sendError(conn, undefined, 'internal_error');
+      } catch {
+        // The socket itself is broken; its close handler ends the session.
+      }
+    }
+  }
+
+  private takeFrame(conn: Connection, raw: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) {
     if (conn.state === 'closed') return;
     conn.alive = true;
     if (conn.state === 'verifying') {
@@ -299,7 +318,7 @@ export class SignalingHub {
       return null;
     }
     const isApp = APP_TYPE_REGEX.test(type);
-    const validator = validators[type];
+    const validator = validators.get(type);
     if (!validator && !isApp) {
       this.invalid(conn, id, 'unknown_message_type', `Unknown type "${type.slice(0, 80)}".`);
       return null;
@@ -313,6 +332,11 @@ export class SignalingHub {
         'invalid_request',
         first ? `data${first.path.replaceAll('/', '.')} ${first.message}` : undefined,
       );
+      return null;
+    }
+    const fault = findInputFault(payload, 'data');
+    if (fault) {
+      this.invalid(conn, id, 'invalid_request', `${fault.path} ${fault.message}`);
       return null;
     }
     conn.invalidStreak = 0;

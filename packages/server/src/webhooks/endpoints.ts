@@ -113,7 +113,13 @@ export class WebhookEndpoints {
     const url = parseWebhookUrl(raw);
     if (!url) throw new ApiError('invalid_webhook_url');
     const check = await checkTarget(url, this.deps.allowPrivate, this.deps.lookup);
-    if (!check.ok) throw new ApiError(check.code, check.detail);
+    if (!check.ok) {
+      const hint =
+        check.code === 'webhook_url_forbidden' && !this.deps.allowPrivate
+          ? ' (an operator can allow loopback and private addresses with SVC_WEBHOOK_ALLOW_PRIVATE=true; link-local and metadata addresses are never allowed)'
+          : '';
+      throw new ApiError(check.code, `${check.detail}${hint}`);
+    }
     return url.toString();
   }
 
@@ -233,7 +239,7 @@ export class WebhookEndpoints {
   async sendTest(projectId: string, id: string) {
     const project = await this.deps.projects.get(projectId);
     const row = await this.row(projectId, id);
-    if (!project.webhooksEnabled) throw new ApiError('webhooks_disabled');
+    if (!project.webhooksEnabled) throw webhooksDisabled(projectId);
     if (row.enabled !== 1) throw new ApiError('webhook_endpoint_disabled');
     const nowMs = this.deps.clock.now();
     const enqueued = await this.deps.outbox.write(
@@ -329,7 +335,7 @@ export class WebhookEndpoints {
     const endpoint = await this.row(projectId, id);
     if (endpoint.enabled !== 1) throw new ApiError('webhook_endpoint_disabled');
     const project = await this.deps.projects.get(projectId);
-    if (!project.webhooksEnabled) throw new ApiError('webhooks_disabled');
+    if (!project.webhooksEnabled) throw webhooksDisabled(projectId);
     const nowMs = this.deps.clock.now();
     const result = await this.deps.store.db
       .updateTable('webhook_deliveries')
@@ -346,4 +352,11 @@ export class WebhookEndpoints {
       .executeTakeFirstOrThrow();
     return (await this.withAttempts([row]))[0];
   }
+}
+
+function webhooksDisabled(projectId: string) {
+  return new ApiError(
+    'webhooks_disabled',
+    `Webhooks are switched off for this project: turn them on with PATCH /v1/admin/projects/${projectId} {"webhooksEnabled": true} (CLI: svc projects update --project ${projectId} --webhooks).`,
+  );
 }

@@ -1,31 +1,46 @@
 import dns from 'node:dns';
 import ipaddr from 'ipaddr.js';
 
-/** Cloud metadata services: refused even when private targets are allowed. */
-const METADATA = new Set(['169.254.169.254', '169.254.170.2', '100.100.100.200', 'fd00:ec2::254']);
+/**
+ * Cloud metadata and credential services outside link-local space: refused even when private
+ * targets are allowed (link-local space, where most of them live, is refused whole).
+ */
+const METADATA: [ipaddr.IPv4 | ipaddr.IPv6, number][] = [
+  ipaddr.parseCIDR('100.100.100.200/32'), // Alibaba Cloud
+  ipaddr.parseCIDR('fd00:ec2::/32'), // AWS over IPv6 (IMDS, EKS Pod Identity, NTP, DNS)
+];
 
 /** Ranges that only SVC_WEBHOOK_ALLOW_PRIVATE=true lets through. */
-const PRIVATE_RANGES = new Set([
-  'loopback',
-  'private',
-  'linkLocal',
-  'uniqueLocal',
-  'carrierGradeNat',
-]);
+const PRIVATE_RANGES = new Set(['loopback', 'private', 'uniqueLocal', 'carrierGradeNat']);
+
+/**
+ * An IPv6 address whose first 80 bits are zero embeds an IPv4 address in its last 32 bits
+ * (IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d`, IPv4-translated `::ffff:0:a.b.c.d`);
+ * it is judged as that IPv4 address. `::` and `::1` stay IPv6.
+ */
+function embeddedIPv4(v6: ipaddr.IPv6): ipaddr.IPv4 | null {
+  const p = v6.parts;
+  if (p[0] || p[1] || p[2] || p[3] || p[4]) return null;
+  if (p[5] !== 0 && p[5] !== 0xffff) return null;
+  if (p[5] === 0 && p[6] === 0) return null;
+  return new ipaddr.IPv4([p[6]! >> 8, p[6]! & 0xff, p[7]! >> 8, p[7]! & 0xff]);
+}
 
 /**
  * Whether a webhook may connect to `ip`. Public unicast addresses always may; loopback,
- * private (RFC 1918, IPv6 ULA), link-local and CGNAT only with `allowPrivate`; metadata,
- * unspecified, multicast, broadcast and reserved ranges never.
+ * private (RFC 1918, IPv6 ULA) and CGNAT only with `allowPrivate`; link-local (where cloud
+ * metadata and credential endpoints live), other metadata services, unspecified, multicast,
+ * broadcast and reserved ranges never.
  */
 export function addressAllowed(ip: string, allowPrivate: boolean): boolean {
   if (!ipaddr.isValid(ip)) return false;
   let parsed = ipaddr.parse(ip);
-  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) {
-    parsed = (parsed as ipaddr.IPv6).toIPv4Address();
+  if (parsed.kind() === 'ipv6') {
+    const v4 = embeddedIPv4(parsed as ipaddr.IPv6);
+    if (v4) parsed = v4;
   }
-  const normal = parsed.toString();
-  if (METADATA.has(normal)) return false;
+  if (METADATA.some(([net, bits]) => parsed.kind() === net.kind() && parsed.match(net, bits)))
+    return false;
   const range = parsed.range();
   if (range === 'unicast') return true;
   return allowPrivate && PRIVATE_RANGES.has(range);

@@ -58,6 +58,40 @@ for (const backend of BACKENDS) {
       assert.equal(c.events('message.received').length, 1);
     });
 
+    test('prototype names as frame types are unknown types, before and after joining', async () => {
+      const early = await s.connect('bad-proto', `user${++n}`);
+      open.push(early);
+      for (const type of ['__proto__', 'constructor', 'toString', 'hasOwnProperty']) {
+        const refused = await early.request(type);
+        assert.equal(refused.code, 'unknown_message_type', type);
+      }
+      await early.join();
+      for (const type of ['__proto__', 'constructor', 'toString', 'hasOwnProperty']) {
+        const refused = await early.request(type, {});
+        assert.equal(refused.code, 'unknown_message_type', type);
+      }
+      assert.equal((await early.request('ping')).type, 'pong');
+    });
+
+    test('deep, non-finite and NUL data is refused with invalid_request and logs no error', async () => {
+      const c = await joined('bad-deep');
+      const deep = `${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}`;
+      c.send(`{"id":"deep","type":"app.deep","data":${deep}}`);
+      const deepError = await c.wait((f) => f.id === 'deep');
+      assert.equal(deepError.code, 'invalid_request', JSON.stringify(deepError));
+      c.send(
+        '{"id":"inf","type":"session.resume","data":{"sessionId":"s","resumeToken":"t","lastSeq":1e309}}',
+      );
+      assert.equal((await c.wait((f) => f.id === 'inf')).code, 'invalid_request');
+      const nul = await c.request('room.update_metadata', { metadata: 'a\u0000b' });
+      assert.equal(nul.code, 'invalid_request');
+      const nulApp = await c.request('app.note', { text: 'x\u0000' });
+      assert.equal(nulApp.code, 'invalid_request');
+      assert.ok(!s.logs.text.includes('"level":50'), 'an error was logged');
+      const rooms = await s.api('GET', '/realtime/rooms');
+      assert.equal(rooms.status, 200);
+    });
+
     test('a message for another room is refused', async () => {
       const c = await joined('bad-2');
       const res = await c.request('message.send', { message: 'hi', roomName: 'bad-other' });

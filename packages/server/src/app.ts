@@ -15,6 +15,7 @@ import { KeyStore } from './auth/key-store.ts';
 import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import { DomainEvents } from './events.ts';
+import { installCors } from './http/cors.ts';
 import { FastFront } from './http/front.ts';
 import { findInputFault } from './http/input-check.ts';
 import { lazyChildLoggerFactory, loggerOptions } from './http/logging.ts';
@@ -23,6 +24,7 @@ import { installOpenApi } from './http/openapi.ts';
 import { installErrorHandling, sendProblem } from './http/problem.ts';
 import { linksPlugin } from './links/plugin.ts';
 import { realtimePlugin } from './realtime/plugin.ts';
+import { Sealer } from './sealing.ts';
 import { resolveServerSecret } from './secret.ts';
 import { openSharedState, type SharedState } from './state/index.ts';
 import { openStore, type Store } from './storage/db.ts';
@@ -44,6 +46,8 @@ export interface Services {
   signingKeys: SigningKeys;
   /** The server secret (HMAC key material): SVC_SECRET or the embedded default's generated one. */
   secret: string;
+  /** Seals secrets kept in the SQL store, keyed by the server secret (and previous ones). */
+  sealer: Sealer;
   /** Domain events (room.started, participant.joined…); the webhooks area subscribes. */
   events: DomainEvents;
   /** The admin-token check, for an area's own routes under `/v1/admin` (an onRequest hook). */
@@ -113,7 +117,9 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   await keyStore.start();
   const projects = new ProjectService(store, keyStore, clock);
   const keys = new KeyService(store, projects, keyStore, clock);
-  const signingKeys = new SigningKeys(store, clock, config.publicUrl);
+  const secret = options.secret ?? resolveServerSecret(config);
+  const sealer = new Sealer(secret, config.secretPrevious);
+  const signingKeys = new SigningKeys(store, clock, config.publicUrl, sealer);
   await signingKeys.init();
   const logsRequests = config.logLevel === 'debug' || config.logLevel === 'trace';
   const front = new FastFront({
@@ -133,7 +139,8 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     keys,
     signingKeys,
     events: new DomainEvents(),
-    secret: options.secret ?? resolveServerSecret(config),
+    secret,
+    sealer,
     adminGuard: adminTokenHook(options.adminToken),
     front,
   };
@@ -217,6 +224,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     if (!options.store) await store.close();
   });
   installErrorHandling(app);
+  installCors(app, { adminOrigins: config.adminCorsOrigins });
 
   await installOpenApi(app, config.publicUrl);
 

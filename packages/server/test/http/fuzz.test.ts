@@ -267,7 +267,9 @@ for (const backend of BACKENDS) {
           const seen = new Set<string>();
           const paths = [...leafPaths(base), ...leafPaths(sample(op.body))].filter((p) => {
             const k = p.join('.');
-            return seen.has(k) ? false : (seen.add(k), true);
+            if (seen.has(k)) return false;
+            seen.add(k);
+            return true;
           });
           for (const at of paths) {
             for (const value of HOSTILE_VALUES) {

@@ -13,7 +13,6 @@ import {
   fillPath,
   operations,
   type ResourceIds,
-  type Schema,
   sample,
   validBodies,
 } from '../fixtures/operations.ts';

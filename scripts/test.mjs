@@ -22,9 +22,22 @@ if (files.length === 0) {
   process.exit(1);
 }
 files.sort();
+// Tests that start the server as users do (`npm start`, the packed tarballs) need a fresh build.
+const built = spawnSync(process.execPath, [path.join(root, 'scripts', 'build.mjs')], {
+  cwd: root,
+  stdio: 'inherit',
+});
+if (built.status !== 0) process.exit(built.status ?? 1);
+
+// Tests run the TypeScript sources: the `svc-source` condition makes @svc/* resolve to src/
+// (in every child process too, through NODE_OPTIONS).
+const env = {
+  ...process.env,
+  NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --conditions=svc-source`.trim(),
+};
 const result = spawnSync(
   process.execPath,
   ['--import', 'tsx', '--test', '--test-concurrency=2', ...flags, ...files],
-  { cwd: root, stdio: 'inherit' },
+  { cwd: root, stdio: 'inherit', env },
 );
 process.exit(result.status ?? 1);

@@ -78,7 +78,8 @@ export const SvcRoomOptionsSchema = Type.Object(
   {
     roomName: RoomNameSchema,
     participant: SvcParticipantOptionsSchema,
-    liveType: LiveTypeSchema,
+    /** The room's type; required when this request creates the room, ignored otherwise. */
+    liveType: Type.Optional(LiveTypeSchema),
     /** When false, this participant waits until a host is present. Default true. */
     canJoinWithNoHost: Type.Optional(Type.Boolean()),
     /** Metadata for the room when this request creates it; ignored if the room exists. */

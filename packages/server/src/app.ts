@@ -16,6 +16,7 @@ import { KeyStore } from './auth/key-store.ts';
 import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import { DomainEvents } from './events.ts';
+import { installCors } from './http/cors.ts';
 import { FastFront } from './http/front.ts';
 import { findInputFault } from './http/input-check.ts';
 import { lazyChildLoggerFactory, loggerOptions } from './http/logging.ts';
@@ -24,6 +25,7 @@ import { installOpenApi } from './http/openapi.ts';
 import { installErrorHandling, sendProblem } from './http/problem.ts';
 import { linksPlugin } from './links/plugin.ts';
 import { realtimePlugin } from './realtime/plugin.ts';
+import { Sealer } from './sealing.ts';
 import { resolveServerSecret } from './secret.ts';
 import { openSharedState, type SharedState } from './state/index.ts';
 import { openStore, type Store } from './storage/db.ts';
@@ -49,6 +51,8 @@ export interface Services {
   signingKeys: SigningKeys;
   /** The server secret (HMAC key material): SVC_SECRET or the embedded default's generated one. */
   secret: string;
+  /** Seals secrets kept in the SQL store, keyed by the server secret (and previous ones). */
+  sealer: Sealer;
   /** Domain events (room.started, participant.joined…); the webhooks area subscribes. */
   events: DomainEvents;
   /** The admin-token check, for an area's own routes under `/v1/admin` (an onRequest hook). */
@@ -120,7 +124,9 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   await keyStore.start();
   const projects = new ProjectService(store, keyStore, clock);
   const keys = new KeyService(store, projects, keyStore, clock);
-  const signingKeys = new SigningKeys(store, clock, config.publicUrl);
+  const secret = options.secret ?? resolveServerSecret(config);
+  const sealer = new Sealer(secret, config.secretPrevious);
+  const signingKeys = new SigningKeys(store, clock, config.publicUrl, sealer);
   await signingKeys.init();
   const logsRequests = config.logLevel === 'debug' || config.logLevel === 'trace';
   const front = new FastFront({
@@ -140,7 +146,8 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     keys,
     signingKeys,
     events: new DomainEvents(),
-    secret: options.secret ?? resolveServerSecret(config),
+    secret,
+    sealer,
     adminGuard: adminTokenHook(options.adminToken),
     front,
   };
@@ -157,6 +164,8 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
         coerceTypes: 'array',
         useDefaults: true,
         allErrors: false,
+        // Errors carry their schema, so that a bad enum value is answered with the allowed ones.
+        verbose: true,
       },
     },
     requestIdHeader: false,
@@ -208,6 +217,14 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     reply.header('Request-Id', request.id);
     done();
   });
+  // A request without a body, to a route whose body members are all optional, means `{}`.
+  app.addHook('preValidation', (request, _reply, done) => {
+    if (request.body === undefined) {
+      const body = request.routeOptions.schema?.body as { required?: string[] } | undefined;
+      if (body && !body.required?.length) request.body = {};
+    }
+    done();
+  });
   // After each route's schema: finite numbers, no NUL, bounded nesting (http/input-check.ts).
   app.addHook('preHandler', (request, reply, done) => {
     const fault =
@@ -236,6 +253,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     if (!options.store) await store.close();
   });
   installErrorHandling(app);
+  installCors(app, { adminOrigins: config.adminCorsOrigins });
 
   await installOpenApi(app, config.publicUrl);
 

@@ -155,7 +155,8 @@ function finishDocument(doc: OpenApiDocument): OpenApiDocument {
       const keyed = op.security.some((s) => 'apiKey' in s);
       for (const [code, response] of Object.entries(op.responses)) {
         const headers: Record<string, unknown> = { 'Request-Id': ref('RequestId') };
-        if (keyed && code !== '401' && code !== '4XX' && code !== '5XX') {
+        // Sent once the key has passed the gate: on successes and on most refusals alike.
+        if (keyed && code !== '401') {
           headers.RateLimit = ref('RateLimit');
           headers['RateLimit-Policy'] = ref('RateLimitPolicy');
         }

@@ -62,7 +62,11 @@ export function sendProblem(
 
 function validationErrors(error: FastifyError): ProblemFieldError[] {
   const context = error.validationContext ?? 'body';
-  return (error.validation ?? []).map((v) => {
+  const all = error.validation ?? [];
+  // A failed union reports each branch and then itself: keep the union's one line.
+  const unions = new Set(all.filter((v) => v.keyword === 'anyOf').map((v) => v.instancePath));
+  const kept = all.filter((v) => v.keyword !== 'const' || !unions.has(v.instancePath));
+  return kept.map((v) => {
     const params = v.params as Record<string, unknown>;
     let path = `${context}${v.instancePath.replaceAll('/', '.')}`;
     let message = v.message ?? 'is invalid';
@@ -72,6 +76,14 @@ function validationErrors(error: FastifyError): ProblemFieldError[] {
     } else if (v.keyword === 'required' && params.missingProperty) {
       path += `.${String(params.missingProperty)}`;
       message = 'is required';
+    } else if (v.keyword === 'enum' && Array.isArray(params.allowedValues)) {
+      message = `must be one of ${params.allowedValues.map((a) => JSON.stringify(a)).join(', ')}`;
+    } else if (v.keyword === 'anyOf') {
+      // A union of literals (TypeBox's enums): name the values. Needs ajv's `verbose`.
+      const branches = (v as { schema?: unknown }).schema;
+      if (Array.isArray(branches) && branches.every((b) => b && 'const' in b)) {
+        message = `must be one of ${branches.map((b) => JSON.stringify(b.const)).join(', ')}`;
+      }
     }
     return { path, message };
   });

@@ -189,7 +189,8 @@ export class RoomService {
     projectId: string,
     options: {
       roomName: string;
-      liveType: SvcLiveType;
+      /** Required when this call creates the room; ignored for an open room. */
+      liveType?: SvcLiveType;
       maxParticipants?: number;
       metadata?: string;
       canJoinWithNoHost?: boolean;
@@ -201,6 +202,11 @@ export class RoomService {
     if (existing && existing.status !== 'ENDED') {
       if (!reuse) throw new ApiError('room_exists');
       return existing;
+    }
+    if (!options.liveType) {
+      throw new ApiError('invalid_request', 'body.liveType is required to create the room', {
+        errors: [{ path: 'body.liveType', message: 'is required to create the room' }],
+      });
     }
     const row: RealtimeRoomsTable = {
       project_id: projectId,

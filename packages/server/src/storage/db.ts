@@ -17,6 +17,7 @@ import {
   DependencyUnavailableError,
   unavailableDependency,
 } from '../unavailable.ts';
+import { makePrivateDir, restrictFiles } from './files.ts';
 import { migrationProvider } from './migrations.ts';
 import type { Database } from './schema.ts';
 
@@ -79,9 +80,16 @@ export async function openStore(options: StoreOptions): Promise<Store> {
 }
 
 async function openSqlite(file: string): Promise<Store> {
-  if (file !== ':memory:') fs.mkdirSync(path.dirname(file), { recursive: true });
+  if (file !== ':memory:') {
+    // The file holds sealed secrets and every project's data: owner-only, created so (SQLite
+    // gives its -wal and -shm files the database file's mode), and tightened if it was not.
+    makePrivateDir(path.dirname(file));
+    fs.closeSync(fs.openSync(file, 'a', 0o600));
+    restrictFiles(file, `${file}-wal`, `${file}-shm`, `${file}-journal`);
+  }
   const database = new SQLite(file);
   database.pragma('journal_mode = WAL');
+  if (file !== ':memory:') restrictFiles(`${file}-wal`, `${file}-shm`);
   database.pragma('busy_timeout = 5000');
   database.pragma('foreign_keys = ON');
   database.pragma('synchronous = NORMAL');

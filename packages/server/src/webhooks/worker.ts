@@ -3,8 +3,10 @@ import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
 import type { Clock } from '../clock.ts';
 import { newId } from '../ids.ts';
+import type { Sealer } from '../sealing.ts';
 import type { Store } from '../storage/db.ts';
 import { unavailableDependency } from '../unavailable.ts';
+import { openEndpointSecret } from './endpoints.ts';
 import type { WebhookMetrics } from './metrics.ts';
 import { type SendResult, WebhookSender } from './sender.ts';
 import { webhookHeaders } from './signing.ts';
@@ -23,6 +25,8 @@ export interface WorkerOptions {
   pollMs: number;
   leaseMs: number;
   allowPrivate: boolean;
+  /** Opens the endpoints' sealed signing secrets. */
+  sealer: Sealer;
   /** Names this node in attempt records; random by default. */
   nodeId?: string;
 }
@@ -261,13 +265,14 @@ export class DeliveryWorker {
     if (!check.ok) {
       result = { error: `refused before connecting: ${check.detail}`, latencyMs: 0, refused: true };
     } else {
-      const secrets = [endpoint.secret];
+      const { sealer } = this.options;
+      const secrets = [openEndpointSecret(sealer, delivery.endpoint_id, endpoint.secret)];
       if (
         endpoint.previous_secret &&
         endpoint.previous_secret_expires_at &&
         endpoint.previous_secret_expires_at > iso(startedMs)
       ) {
-        secrets.push(endpoint.previous_secret);
+        secrets.push(openEndpointSecret(sealer, delivery.endpoint_id, endpoint.previous_secret));
       }
       const headers = webhookHeaders(
         secrets,

@@ -191,6 +191,8 @@ export class SignalingHub {
       ...(typeof p.avatarUrl === 'string' ? { avatarUrl: p.avatarUrl } : {}),
       isHost: p.host === true,
       canJoinWithNoHost: p.canJoinWithNoHost !== false,
+      canPublish: p.canPublish !== false,
+      canSubscribe: p.canSubscribe !== false,
       expiresAtMs: typeof p.exp === 'number' ? p.exp * 1000 : 0,
     };
     if (!claims.projectId || !claims.roomName || !claims.rid || !claims.userId) {

@@ -2,8 +2,6 @@ import { createHash, randomBytes } from 'node:crypto';
 import {
   type LeaveReason,
   type MediaSnapshot,
-  type SvcTrackInfo,
-  type TrackStopReason,
   REALTIME_TOKEN_AUDIENCE,
   type RoomSnapshot,
   type SendMessageBody,
@@ -13,6 +11,8 @@ import {
   type SvcRoomOptions,
   type SvcRoomStatus,
   type SvcTokenResponse,
+  type SvcTrackInfo,
+  type TrackStopReason,
 } from '@svc/protocol';
 import type { Services } from '../app.ts';
 import { ApiError } from '../http/problem.ts';

@@ -49,6 +49,8 @@ export interface Services {
   adminGuard: onRequestAsyncHookHandler;
   /** Public GET paths answered from memory ahead of Fastify (the short-link redirect). */
   front: FastFront;
+  /** Optional parts' state for /readyz details (e.g. `media`); they never make it fail. */
+  readiness: Map<string, () => object>;
 }
 
 declare module 'fastify' {
@@ -135,6 +137,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     secret: options.secret ?? resolveServerSecret(config),
     adminGuard: adminTokenHook(options.adminToken),
     front,
+    readiness: new Map(),
   };
 
   const logger = loggerOptions(config.logLevel);
@@ -211,7 +214,9 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
         `store: ${storeOk ? 'ok' : 'down'}, shared state: ${stateOk ? 'ok' : 'down'}`,
       );
     }
-    return { status: 'ready', store: store.dialect, sharedState: state.kind };
+    const details: Record<string, object> = {};
+    for (const [name, read] of services.readiness) details[name] = read();
+    return { status: 'ready', store: store.dialect, sharedState: state.kind, ...details };
   });
   app.get('/metrics', { schema: { hide: true } }, async (_request, reply) =>
     reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),

@@ -4,6 +4,8 @@ import type { SvcLiveType, SvcTrackInfo } from '@svc/protocol';
 export interface LiveTrack extends SvcTrackInfo {
   /** The SFU's id of the publisher (a Janus VideoRoom feed id). */
   feedId: number;
+  /** The media line of the publisher's stream in the SFU (for server-side mute). */
+  mid: string;
   /** The node holding the publisher's SFU handle. */
   nodeId: string;
 }

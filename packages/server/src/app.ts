@@ -21,6 +21,7 @@ import { Metrics } from './http/metrics.ts';
 import { installOpenApi } from './http/openapi.ts';
 import { installErrorHandling, sendProblem } from './http/problem.ts';
 import { linksPlugin } from './links/plugin.ts';
+import type { MediaService } from './media/service.ts';
 import { realtimePlugin } from './realtime/plugin.ts';
 import { resolveServerSecret } from './secret.ts';
 import { openSharedState, type SharedState } from './state/index.ts';
@@ -51,6 +52,8 @@ export interface Services {
   front: FastFront;
   /** Optional parts' state for /readyz details (e.g. `media`); they never make it fail. */
   readiness: Map<string, () => object>;
+  /** The media area, set by the Realtime plugin (tests read its engine and handles). */
+  media: MediaService | null;
 }
 
 declare module 'fastify' {
@@ -138,6 +141,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     adminGuard: adminTokenHook(options.adminToken),
     front,
     readiness: new Map(),
+    media: null,
   };
 
   const logger = loggerOptions(config.logLevel);

@@ -41,6 +41,11 @@ export interface MediaConfig {
   turnTtlSeconds: number;
   /** `SVC_JANUS_RESTART_MAX_DELAY_MS` (5000): the longest wait between restarts of a dying Janus. */
   restartMaxDelayMs: number;
+  /**
+   * `SVC_MEDIA_SUBSCRIBE_WAIT_MS` (5000): how long a subscription waits for a just-published
+   * track's media to reach the SFU before failing with media_failed.
+   */
+  subscribeWaitMs: number;
   /** Where the embedded Janus's config folder and log go (`DATA_DIR/janus`). */
   janusDir: string;
   /** Where recordings go (`DATA_DIR/recordings`); never inside Janus's protected folders. */
@@ -135,6 +140,7 @@ export function loadMediaConfig(env: NodeJS.ProcessEnv, dataDir: string): MediaC
     turnSecret: env.SVC_TURN_SECRET || null,
     turnTtlSeconds: int(env, 'SVC_TURN_TTL_SECONDS', 86_400, 60, 7 * 86_400),
     restartMaxDelayMs: int(env, 'SVC_JANUS_RESTART_MAX_DELAY_MS', 5000, 10, 600_000),
+    subscribeWaitMs: int(env, 'SVC_MEDIA_SUBSCRIBE_WAIT_MS', 5000, 0, 60_000),
     janusDir: path.join(dataDir, 'janus'),
     recordingsDir: path.join(dataDir, 'recordings'),
   };

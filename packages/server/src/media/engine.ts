@@ -36,6 +36,8 @@ export type HandleEvent =
  */
 export interface MediaEngine {
   health(): MediaHealth;
+  /** Resolves once the engine serves requests; rejects after `timeoutMs`. */
+  ready(timeoutMs?: number): Promise<void>;
   /** Creates the SFU room when it does not exist yet (idempotent). */
   ensureRoom(roomKey: number): Promise<void>;
   /** Destroys the SFU room and with it every handle in it (idempotent). */
@@ -46,8 +48,15 @@ export interface MediaEngine {
     display: string,
     offerSdp: string,
   ): Promise<{ handleId: string; feedId: number; mid: string; answerSdp: string }>;
-  /** Joins a subscriber to one feed; resolves with the engine's offer. */
-  subscribe(roomKey: number, feedId: number): Promise<{ handleId: string; offerSdp: string }>;
+  /**
+   * Joins a subscriber to one feed; resolves with the engine's offer. A feed whose publisher's
+   * PeerConnection is not up yet is waited for, up to `waitMs`.
+   */
+  subscribe(
+    roomKey: number,
+    feedId: number,
+    waitMs: number,
+  ): Promise<{ handleId: string; offerSdp: string }>;
   /** Gives a subscriber the client's answer. */
   answer(handleId: string, answerSdp: string): Promise<void>;
   /** A client's ICE candidate (null: end of candidates) for a handle. */
@@ -71,6 +80,8 @@ const SDP_CODES = new Set([464, 465, 466, 469, 470]);
 /** VideoRoom "room already exists" / "no such room". */
 const ROOM_EXISTS = 427;
 const NO_SUCH_ROOM = 426;
+/** VideoRoom "no such feed": also what a publisher whose PeerConnection is not up yet gives. */
+const NO_SUCH_FEED = 428;
 
 /**
  * The media engine over Janus's WebSocket API: one Janus session per server node, one handle per
@@ -348,16 +359,27 @@ export class JanusEngine implements MediaEngine {
     });
   }
 
-  async subscribe(roomKey: number, feedId: number) {
+  async subscribe(roomKey: number, feedId: number, waitMs: number) {
     return this.call(async () => {
       const handleId = await this.attach();
+      const deadline = Date.now() + waitMs;
       try {
-        const res = await this.message(handleId, {
-          request: 'join',
-          ptype: 'subscriber',
-          room: roomKey,
-          streams: [{ feed: feedId }],
-        });
+        let res: Awaited<ReturnType<JanusEngine['message']>>;
+        for (;;) {
+          try {
+            res = await this.message(handleId, {
+              request: 'join',
+              ptype: 'subscriber',
+              room: roomKey,
+              streams: [{ feed: feedId }],
+            });
+            break;
+          } catch (err) {
+            const notYet = err instanceof JanusError && err.janusCode === NO_SUCH_FEED;
+            if (!notYet || Date.now() >= deadline) throw err;
+            await new Promise((r) => setTimeout(r, 50));
+          }
+        }
         if (!res.jsep?.sdp) throw new MediaEngineError('Janus gave no offer for the subscription.');
         return { handleId, offerSdp: res.jsep.sdp };
       } catch (err) {

@@ -144,6 +144,17 @@ export class MediaService {
     };
   }
 
+  /** Resolves once the engine is up (tests, startup probes); rejects when media is off or after `timeoutMs`. */
+  async ready(timeoutMs = 10_000) {
+    if (!this.engine) throw new MediaRequestError('media_unavailable', this.health().detail);
+    await this.engine.ready(timeoutMs);
+  }
+
+  /** The engine (tests kill its process and read its admin API). */
+  get engineForTests() {
+    return this.engine;
+  }
+
   /** The engine's handle ids held by this node (tests compare them with Janus's own count). */
   handleIds() {
     return this.engine?.handles() ?? [];
@@ -319,7 +330,7 @@ export class MediaService {
     const engine = this.needEngine();
     await this.followRoom(claims.rid);
     const sub = await engine
-      .subscribe(engineRoomKey(claims.rid), track.feedId)
+      .subscribe(engineRoomKey(claims.rid), track.feedId, this.cfg.subscribeWaitMs)
       .catch((err) => this.engineFailure(err));
     const leg: Subscription = {
       kind: 'sub',

@@ -37,7 +37,7 @@ export const realtimePlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
   );
   hub.media = media;
   svc.readiness.set('media', () => media.health());
-  app.decorate('media', media);
+  svc.media = media;
 
   app.addHook('onReady', async () => {
     await rooms.reviveOpenRooms();
@@ -58,13 +58,6 @@ export const realtimePlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
   );
   await app.register(realtimeRoutes, { prefix: '/v1', rooms });
 };
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** The media area (tests read its handles and engine). */
-    media: MediaService;
-  }
-}
 
 /** The media engine the configuration asks for, or null when media is off. */
 function createEngine(svc: Services, log: FastifyBaseLogger): MediaEngine | null {

@@ -233,7 +233,8 @@ export class JanusEngine implements MediaEngine {
     const handleId = ev.sender !== undefined ? String(ev.sender) : null;
     if (!handleId || !this.live.has(handleId)) return;
     if (ev.janus === 'hangup' || ev.janus === 'detached') {
-      this.live.delete(handleId);
+      // After a hangup the handle still exists in Janus until it is detached.
+      if (ev.janus === 'detached') this.live.delete(handleId);
       this.onHandleEvent({ type: 'hangup', handleId, reason: String(ev.reason ?? ev.janus) });
     } else if (ev.janus === 'trickle') {
       const c = ev.candidate as Record<string, unknown> | undefined;

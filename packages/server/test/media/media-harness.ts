@@ -168,14 +168,3 @@ export function fakeOffer(kind: 'audio' | 'video', extraMLines = 0) {
   for (let i = 1; i <= extraMLines; i++) lines.push(...m(kind === 'audio' ? 'video' : 'audio', i));
   return `${lines.join('\r\n')}\r\n`;
 }
-
-/** An answer to a subscription offer (one m-line of `kind`, mid from the offer). */
-export function fakeAnswer(offer: string) {
-  const kind = /m=(audio|video)/.exec(offer)?.[1] as 'audio' | 'video';
-  const mid = /a=mid:(\S+)/.exec(offer)?.[1] ?? '0';
-  return fakeOffer(kind)
-    .replace('a=setup:actpass', 'a=setup:active')
-    .replace('a=sendonly', 'a=recvonly')
-    .replace('a=mid:0', `a=mid:${mid}`)
-    .replace('a=group:BUNDLE 0', `a=group:BUNDLE ${mid}`);
-}

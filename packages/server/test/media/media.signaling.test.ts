@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { BACKENDS, uniqueName } from '../helpers.ts';
-import { type RealtimeServer, type RtClient, startRealtimeServer } from '../realtime/rt-helpers.ts';
+import { type RealtimeServer, startRealtimeServer } from '../realtime/rt-helpers.ts';
 import {
-  fakeAnswer,
   fakeOffer,
   janusHandles,
   type MediaNetwork,
@@ -349,5 +348,3 @@ for (const backend of BACKENDS) {
     });
   });
 }
-
-export type { RtClient };

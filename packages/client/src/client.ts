@@ -73,6 +73,8 @@ export interface SvcClientOptions {
    * `subscribe(trackId)` for the tracks you want.
    */
   autoSubscribe?: boolean;
+  /** `relay` forces every PeerConnection through the TURN servers the server gives (default `all`). */
+  iceTransportPolicy?: 'all' | 'relay';
 }
 
 /** Errors that a later attempt may not meet: anything else ends reconnection at once. */
@@ -208,6 +210,7 @@ export class SvcClient {
   #room: SvcRoom | null = null;
   #media: MediaSession | null = null;
   readonly #autoSubscribe: boolean;
+  readonly #iceTransportPolicy: 'all' | 'relay';
   #lastError: SvcError | null = null;
 
   constructor(
@@ -225,6 +228,7 @@ export class SvcClient {
     this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? 15_000;
     this.#random = options.random ?? Math.random;
     this.#autoSubscribe = options.autoSubscribe !== false;
+    this.#iceTransportPolicy = options.iceTransportPolicy ?? 'all';
   }
 
   // ---- State -------------------------------------------------------------------------------
@@ -655,7 +659,7 @@ export class SvcClient {
 
   #newMedia(transport: { request(type: string, data: unknown): Promise<Record<string, unknown>> }) {
     const who = (track: SvcTrackInfo) => this.#room?.getParticipant(track.sid) ?? null;
-    return new MediaSession(transport, this.#autoSubscribe, {
+    return new MediaSession(transport, this.#autoSubscribe, this.#iceTransportPolicy, {
       started: (track) => notify(this.onMediaStarted, who(track), track, track.kind),
       stopped: (track) => notify(this.onMediaStopped, who(track), track, track.kind),
       muted: (track) => notify(this.onMediaMuted, who(track), track),

@@ -106,7 +106,10 @@ const emptyStats = async () => new Map<string, Record<string, unknown>>();
 
 function webrtc() {
   const g = globalThis as unknown as {
-    RTCPeerConnection?: new (config: { iceServers: SvcIceServer[] }) => SvcPeerConnection;
+    RTCPeerConnection?: new (config: {
+      iceServers: SvcIceServer[];
+      iceTransportPolicy: 'all' | 'relay';
+    }) => SvcPeerConnection;
     navigator?: {
       mediaDevices?: {
         getUserMedia(c: unknown): Promise<MediaStreamLike>;
@@ -154,6 +157,7 @@ export class MediaSession {
   constructor(
     private readonly transport: MediaTransport,
     private readonly autoSubscribe: boolean,
+    private readonly iceTransportPolicy: 'all' | 'relay',
     private readonly events: {
       started(track: SvcTrackInfo): void;
       stopped(track: SvcTrackInfo): void;
@@ -306,7 +310,10 @@ export class MediaSession {
     const attempt = ++pub.attempt;
     const { PeerConnection } = webrtc();
     pub.pc?.close();
-    const pc = new PeerConnection({ iceServers: this.#iceServers });
+    const pc = new PeerConnection({
+      iceServers: this.#iceServers,
+      iceTransportPolicy: this.iceTransportPolicy,
+    });
     pub.pc = pc;
     pub.trackId = null;
     const early: (Record<string, unknown> | null)[] = [];
@@ -386,7 +393,10 @@ export class MediaSession {
       const subscriptionId = String(ack.subscriptionId);
       sub.subscriptionId = subscriptionId;
       const { PeerConnection } = webrtc();
-      const pc = new PeerConnection({ iceServers: this.#iceServers });
+      const pc = new PeerConnection({
+        iceServers: this.#iceServers,
+        iceTransportPolicy: this.iceTransportPolicy,
+      });
       sub.pc = pc;
       let answered = false;
       const early: (Record<string, unknown> | null)[] = [];

@@ -32,8 +32,9 @@ async function attempt<T>(fn: () => Promise<T>) {
 const svcm = {
   events,
   states,
-  async connect(config: SvcConfig, options: SvcRoomOptions) {
+  async connect(config: SvcConfig, options: SvcRoomOptions, relay = false) {
     client = new SvcClient(config, {
+      iceTransportPolicy: relay ? 'relay' : 'all',
       webSocketFactory: (url) => {
         lastSocket = new WebSocket(url);
         return lastSocket as never;
@@ -98,14 +99,18 @@ const svcm = {
       let framesDecoded = 0;
       let samples = 0;
       let width = 0;
+      let candidateType = '';
       const stats = await t.getStats();
       for (const r of stats.values()) {
+        if (r.type === 'candidate-pair' && r.nominated && r.state === 'succeeded') {
+          candidateType = String(stats.get(String(r.localCandidateId))?.candidateType ?? '');
+        }
         if (r.type !== 'inbound-rtp') continue;
         framesDecoded += Number(r.framesDecoded ?? 0);
         samples += Number(r.totalSamplesReceived ?? 0);
         width = Math.max(width, Number(r.frameWidth ?? 0));
       }
-      out.push({ ...t.info, framesDecoded, samples, width, hasTrack: !!track });
+      out.push({ ...t.info, framesDecoded, samples, width, candidateType, hasTrack: !!track });
     }
     return out;
   },

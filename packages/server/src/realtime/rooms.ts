@@ -734,6 +734,21 @@ export class RoomService {
     });
   }
 
+  /**
+   * The room's SFU instance: the placed one while `usable(it)`, else `candidate` (stored, so
+   * every node routes the room there). Null when the room is gone.
+   */
+  async placeMedia(rid: string, usable: (engine: string) => boolean, candidate: string) {
+    return this.store.withLock(rid, async (tx) => {
+      const room = await tx.load();
+      if (!room) return null;
+      if (room.mediaEngine && usable(room.mediaEngine)) return room.mediaEngine;
+      room.mediaEngine = candidate;
+      await tx.commit(room, [], this.dueAt(room));
+      return candidate;
+    });
+  }
+
   /** A track of the room, read without the lock. */
   async findTrack(rid: string, trackId: string) {
     const room = await this.store.peek(rid);

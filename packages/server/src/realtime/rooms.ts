@@ -525,6 +525,11 @@ export class RoomService {
       const events: NewRoomEvent[] = [];
       const domain: DomainRecord[] = [];
       if (previous) {
+        // The replaced session's tracks stop first, as for any leave.
+        for (const t of (room.tracks ?? []).filter((x) => x.sid === previous.sid)) {
+          events.push({ type: 'media.stopped', data: { track: trackInfo(t), reason: 'LEFT' } });
+        }
+        room.tracks = (room.tracks ?? []).filter((x) => x.sid !== previous.sid);
         const data = { participant: participantInfo(previous), reason: 'DUPLICATE_IDENTITY' };
         events.push({ type: 'participant.left', data });
         domain.push({ type: 'participant.left', data });

@@ -54,6 +54,7 @@ const svcm = {
         });
     client.onMediaStarted = record('started');
     client.onMediaStopped = record('stopped');
+    client.onMediaMuted = (p, t) => record(t.muted ? 'muted' : 'unmuted')(p, t);
     return attempt(async () => (await client!.connect(options)).localParticipant.sid);
   },
   enable(source: 'camera' | 'microphone' | 'screen') {
@@ -100,6 +101,7 @@ const svcm = {
       let samples = 0;
       let width = 0;
       let candidateType = '';
+      let packets = 0;
       const stats = await t.getStats();
       for (const r of stats.values()) {
         if (r.type === 'candidate-pair' && r.nominated && r.state === 'succeeded') {
@@ -107,10 +109,19 @@ const svcm = {
         }
         if (r.type !== 'inbound-rtp') continue;
         framesDecoded += Number(r.framesDecoded ?? 0);
+        packets += Number(r.packetsReceived ?? 0);
         samples += Number(r.totalSamplesReceived ?? 0);
         width = Math.max(width, Number(r.frameWidth ?? 0));
       }
-      out.push({ ...t.info, framesDecoded, samples, width, candidateType, hasTrack: !!track });
+      out.push({
+        ...t.info,
+        framesDecoded,
+        samples,
+        packets,
+        width,
+        candidateType,
+        hasTrack: !!track,
+      });
     }
     return out;
   },

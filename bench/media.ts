@@ -1,11 +1,16 @@
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { startListeningServer } from '../packages/client/test/helpers.ts';
 import { bundlePage, openBrowser } from '../packages/client/test/media-browser.ts';
 import { BACKENDS } from '../packages/server/test/helpers.ts';
 import {
+  fakeOffer,
+  janusHandles,
   mediaEnv,
   mediaNetwork,
   mediaTestsPossible,
 } from '../packages/server/test/media/media-harness.ts';
+import { RtClient } from '../packages/server/test/realtime/rt-helpers.ts';
 import { fmt } from './lib.ts';
 
 /**
@@ -18,6 +23,16 @@ import { fmt } from './lib.ts';
  */
 
 const ROUNDS = 15;
+/** Participants publishing a (fake, signaling-only) microphone for the heap-per-participant figure. */
+const HEAP_PARTICIPANTS = 100;
+
+v8.setFlagsFromString('--expose-gc');
+const gc = vm.runInNewContext('gc') as () => void;
+const heapUsed = () => {
+  gc();
+  gc();
+  return process.memoryUsage().heapUsed;
+};
 
 const pct = (values: number[], p: number) => {
   const s = [...values].sort((a, b) => a - b);
@@ -75,6 +90,47 @@ export async function run(): Promise<string> {
         ] as const),
       );
     }
+    // Server heap per media participant: joined sockets in rooms of 10, each publishing one track
+    // (a Janus publisher handle), against the same number of joined sockets without media.
+    const joinMany = async (tag: string, publish: boolean) => {
+      const clients: RtClient[] = [];
+      for (let i = 0; i < HEAP_PARTICIPANTS; i++) {
+        const roomName = `heap-${tag}-${Math.floor(i / 10)}`;
+        const res = await s.app.inject({
+          method: 'POST',
+          url: '/v1/realtime/token',
+          headers: { authorization: `Bearer ${s.project.serverKey}`, 'x-project-id': s.project.id },
+          payload: {
+            roomName,
+            liveType: 'AUDIO_CONFERENCE',
+            participant: { userId: `u${i}`, name: 'u' },
+          },
+        });
+        const c = await RtClient.open(res.json().wsUrl);
+        await c.join();
+        if (publish) {
+          const ack = await c.request('media.publish', {
+            source: 'microphone',
+            sdp: fakeOffer('audio'),
+          });
+          if (ack.type !== 'ack') throw new Error(JSON.stringify(ack));
+        }
+        clients.push(c);
+      }
+      return clients;
+    };
+    const base = heapUsed();
+    const plain = await joinMany('plain', false);
+    const plainHeap = heapUsed() - base;
+    for (const c of plain) await c.close();
+    const handlesBefore = await janusHandles(net);
+    const base2 = heapUsed();
+    const media = await joinMany('media', true);
+    const mediaHeap = heapUsed() - base2;
+    const handles = (await janusHandles(net)) - handlesBefore;
+    for (const c of media) await c.close();
+    const perParticipantKiB = (mediaHeap - plainHeap) / HEAP_PARTICIPANTS / 1024;
+
     const row = (name: string, v: number[]) =>
       `| ${name} | ${fmt(pct(v, 50))} | ${fmt(pct(v, 95))} | ${fmt(Math.min(...v))} | ${fmt(Math.max(...v))} |`;
     const addedMedian = pct(svcTimes, 50) - pct(rawTimes, 50);
@@ -90,6 +146,8 @@ export async function run(): Promise<string> {
       row('bare Janus client (same browsers)', rawTimes),
       '',
       `Svc adds ${fmt(addedMedian)} ms at the median and ${fmt(addedP95)} ms at p95 (targets: 50 and 100). The Svc path includes the token request and the signaling join, which the bare path has no equivalent of.`,
+      '',
+      `Server heap per media participant (${HEAP_PARTICIPANTS} joined sockets in rooms of 10 each publishing one track, ${handles} more Janus handles, minus the same sockets without media; the test clients share the process): ${fmt(perParticipantKiB, 1)} KiB (target < 100 KiB); ${fmt(plainHeap / HEAP_PARTICIPANTS / 1024, 1)} KiB per participant without media.`,
     ].join('\n');
   } finally {
     await pub.close();

@@ -16,6 +16,13 @@ export {
   type SvcErrorCode,
 } from './errors.ts';
 export { apiBaseOf } from './http.ts';
+export type {
+  SvcAudioOptions,
+  SvcLocalTrack,
+  SvcMediaStreamTrack,
+  SvcRemoteTrack,
+  SvcVideoOptions,
+} from './media.ts';
 export type { SvcObservable } from './observable.ts';
 export { SvcRoom } from './room.ts';
 export type { SvcWebSocket, SvcWebSocketFactory } from './socket.ts';

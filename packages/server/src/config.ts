@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { normaliseOriginPattern } from './auth/restrictions.ts';
+import { loadMediaConfig, type MediaConfig } from './media/config.ts';
 import { loadRealtimeConfig, type RealtimeConfig } from './realtime/config.ts';
 import { loadSmsSenderConfig, type SmsSenderConfig } from './verify/sms-config.ts';
 
@@ -91,6 +92,8 @@ export interface Config {
   smsSender: SmsSenderConfig;
   /** Realtime settings (`SVC_REALTIME_*`, see realtime/config.ts). */
   realtime: RealtimeConfig;
+  /** Media settings (`SVC_MEDIA*`, `SVC_JANUS_*`, `SVC_ICE_SERVERS`, `SVC_TURN_*`, see media/config.ts). */
+  media: MediaConfig;
 }
 
 export class ConfigError extends Error {}
@@ -223,5 +226,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       throw new ConfigError(message);
     }),
     realtime: loadRealtimeConfig(env),
+    media: loadMediaConfig(env, path.resolve(env.DATA_DIR || './data')),
   };
 }

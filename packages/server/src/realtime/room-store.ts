@@ -1,4 +1,16 @@
-import type { SvcLiveType } from '@svc/protocol';
+import type { SvcLiveType, SvcTrackInfo } from '@svc/protocol';
+
+/** A published track as the shared state keeps it: the wire form plus where its media lives. */
+export interface LiveTrack extends SvcTrackInfo {
+  /** The SFU's id of the publisher (a Janus VideoRoom feed id). */
+  feedId: number;
+  /** The media line of the publisher's stream in the SFU (for server-side mute). */
+  mid: string;
+  /** The node holding the publisher's SFU handle. */
+  nodeId: string;
+  /** The SFU instance the track is on (a Janus URL, or `embedded`). */
+  engine: string;
+}
 
 /** A participant as the shared state keeps it (the wire form drops the secrets). */
 export interface LiveParticipant {
@@ -34,6 +46,10 @@ export interface LiveRoom {
   emptySinceMs: number | null;
   /** When the first participant joined (room.started was emitted); null before. */
   startedAtMs: number | null;
+  /** Published tracks, in publish order (absent in rooms stored before media existed). */
+  tracks?: LiveTrack[];
+  /** The SFU instance the room's media is placed on (every node routes the room there). */
+  mediaEngine?: string;
 }
 
 /** An event to append to a room's log. `data` is serialised once, by the store. */

@@ -2,7 +2,6 @@ package dev.svc.android
 
 import android.Manifest
 import android.content.Context
-import dev.svc.android.internal.AckFrame
 import dev.svc.android.internal.AndroidPlatform
 import dev.svc.android.internal.AppEventData
 import dev.svc.android.internal.ChannelClose
@@ -41,7 +40,6 @@ import kotlinx.coroutines.flow.asStateFlow
 import kotlinx.coroutines.launch
 import kotlinx.coroutines.withContext
 import kotlinx.coroutines.withTimeoutOrNull
-import kotlinx.serialization.builtins.ListSerializer
 import kotlinx.serialization.json.JsonElement
 import kotlinx.serialization.json.JsonNull
 import kotlinx.serialization.json.JsonObject
@@ -122,6 +120,9 @@ public class SvcClient internal constructor(
     private val mutableEvents = MutableSharedFlow<SvcEvent>(extraBufferCapacity = Int.MAX_VALUE)
 
     @Volatile private var currentRoom: Room? = null
+
+    /** Rewrites the signaling URL before a socket opens (tests route it through a proxy). */
+    internal var rewriteUrl: (String) -> String = { it }
 
     @Volatile private var failure: SvcException? = null
     private var run: Run? = null
@@ -397,7 +398,7 @@ public class SvcClient internal constructor(
         )
         r.channel = channel
         try {
-            channel.open(r.token!!.wsUrl)
+            channel.open(rewriteUrl(r.token!!.wsUrl))
             ensureActive()
             var joinNeeded = true
             val sessionId = r.sessionId

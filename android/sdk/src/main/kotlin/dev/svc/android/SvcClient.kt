@@ -11,6 +11,7 @@ import dev.svc.android.internal.MessageReceivedData
 import dev.svc.android.internal.MessageSendData
 import dev.svc.android.internal.MetadataChangedData
 import dev.svc.android.internal.ParticipantJoinedData
+import dev.svc.android.internal.ParticipantList
 import dev.svc.android.internal.ParticipantLeftData
 import dev.svc.android.internal.Platform
 import dev.svc.android.internal.RestClient
@@ -609,9 +610,6 @@ public class SvcClient internal constructor(
             is SvcEvent.RoomMetadataChanged -> onRoomMetadataChanged?.invoke(event.metadata)
         }
     }
-
-    @Serializable
-    private class ParticipantList(val items: List<SvcParticipant>)
 
     @Serializable
     private class RecordingList(val items: List<SvcRecordingInfo>)

@@ -1,9 +1,11 @@
 package dev.svc.android.internal
 
+import dev.svc.android.MAX_TEXT_LENGTH
 import dev.svc.android.SvcLeaveReason
 import dev.svc.android.SvcMessageSender
 import dev.svc.android.SvcParticipant
 import dev.svc.android.SvcRoomInfo
+import dev.svc.android.SvcUser
 import kotlinx.serialization.KSerializer
 import kotlinx.serialization.Serializable
 import kotlinx.serialization.SerializationException
@@ -24,19 +26,35 @@ internal val WireJson: Json = Json {
     encodeDefaults = false
 }
 
+private const val MAX_REQUEST_ID = 64
+private const val MAX_TYPE = 80
+
 // ---- client → server ------------------------------------------------------------------------------
 
 /** Every client request: `{id, type, data}`. */
 @Serializable
-internal data class ClientFrame(val id: String, val type: String, val data: JsonElement? = null)
+internal data class ClientFrame(val id: String, val type: String, val data: JsonElement? = null) {
+    init {
+        require(id.length in 1..MAX_REQUEST_ID) { "id: 1-64 characters" }
+        require(type.length in 1..MAX_TYPE) { "type: 1-80 characters" }
+    }
+}
 
 /** `session.resume` data. */
 @Serializable
-internal data class SessionResumeData(val sessionId: String, val resumeToken: String, val lastSeq: Long)
+internal data class SessionResumeData(val sessionId: String, val resumeToken: String, val lastSeq: Long) {
+    init {
+        require(sessionId.isNotEmpty() && resumeToken.isNotEmpty() && lastSeq >= 0) { "session.resume: sessionId, resumeToken, lastSeq >= 0" }
+    }
+}
 
 /** `message.send` data. */
 @Serializable
-internal data class MessageSendData(val message: String, val roomName: String? = null)
+internal data class MessageSendData(val message: String, val roomName: String? = null) {
+    init {
+        require(message.length in 1..MAX_TEXT_LENGTH) { "message: 1-16384 characters" }
+    }
+}
 
 /** `room.update_metadata` data. */
 @Serializable
@@ -44,7 +62,15 @@ internal data class UpdateMetadataData(val metadata: String)
 
 /** `POST /realtime/rooms/{roomName}/messages` body. */
 @Serializable
-internal data class SendMessageBody(val message: String, val sender: dev.svc.android.SvcUser)
+internal data class SendMessageBody(val message: String, val sender: SvcUser) {
+    init {
+        require(message.length in 1..MAX_TEXT_LENGTH) { "message: 1-16384 characters" }
+    }
+}
+
+/** `GET /realtime/rooms/{roomName}/participants` answer. */
+@Serializable
+internal data class ParticipantList(val items: List<SvcParticipant>)
 
 /** Its 202 answer. */
 @Serializable

@@ -80,7 +80,11 @@ public data class SvcUser(
     val avatarUrl: String? = null,
 ) {
     init {
-        require(userId.length in 1..MAX_ID_LENGTH && userId.none { it.isISOControl() }) { "userId: 1-128 characters, no control characters" }
+        require(
+            userId.length in 1..MAX_ID_LENGTH && userId.none {
+                it.isISOControl()
+            },
+        ) { "userId: 1-128 characters, no control characters" }
         require(name.length in 1..MAX_NAME_LENGTH) { "name: 1-256 characters" }
     }
 }
@@ -98,7 +102,11 @@ public data class SvcParticipantOptions(
     val isHost: Boolean? = null,
 ) {
     init {
-        require(userId.length in 1..MAX_ID_LENGTH && userId.none { it.isISOControl() }) { "userId: 1-128 characters, no control characters" }
+        require(
+            userId.length in 1..MAX_ID_LENGTH && userId.none {
+                it.isISOControl()
+            },
+        ) { "userId: 1-128 characters, no control characters" }
         require(name.length in 1..MAX_NAME_LENGTH) { "name: 1-256 characters" }
     }
 }

@@ -11,8 +11,8 @@ import dev.svc.android.internal.MessageReceivedData
 import dev.svc.android.internal.MessageSendData
 import dev.svc.android.internal.MetadataChangedData
 import dev.svc.android.internal.ParticipantJoinedData
-import dev.svc.android.internal.ParticipantList
 import dev.svc.android.internal.ParticipantLeftData
+import dev.svc.android.internal.ParticipantList
 import dev.svc.android.internal.Platform
 import dev.svc.android.internal.RestClient
 import dev.svc.android.internal.RoomSnapshot
@@ -23,6 +23,8 @@ import dev.svc.android.internal.SessionResumeData
 import dev.svc.android.internal.SignalChannel
 import dev.svc.android.internal.UpdateMetadataData
 import dev.svc.android.internal.WireJson
+import java.time.Instant
+import kotlin.random.Random
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.CoroutineScope
@@ -41,19 +43,17 @@ import kotlinx.coroutines.flow.asStateFlow
 import kotlinx.coroutines.launch
 import kotlinx.coroutines.withContext
 import kotlinx.coroutines.withTimeoutOrNull
+import kotlinx.serialization.Serializable
 import kotlinx.serialization.json.JsonElement
 import kotlinx.serialization.json.JsonNull
 import kotlinx.serialization.json.JsonObject
 import kotlinx.serialization.json.JsonPrimitive
 import kotlinx.serialization.json.booleanOrNull
+import kotlinx.serialization.json.buildJsonObject
 import kotlinx.serialization.json.doubleOrNull
 import kotlinx.serialization.json.longOrNull
 import kotlinx.serialization.json.put
-import kotlinx.serialization.json.buildJsonObject
-import kotlinx.serialization.Serializable
 import okhttp3.OkHttpClient
-import java.time.Instant
-import kotlin.random.Random
 
 /**
  * The Svc client: REST calls for rooms, tokens and recordings, and one connection to a room at a time
@@ -155,13 +155,12 @@ public class SvcClient internal constructor(
      * Lists the project's rooms, one page at a time (page from 1, limit 1–100, default 10). **Server keys
      * only**: with a client key the server refuses with `server_key_required` (403).
      */
-    public suspend fun listRooms(status: SvcRoomStatus? = null, page: Int? = null, limit: Int? = null): SvcRoomPage =
-        rest.request(
-            "GET",
-            listOf("realtime", "rooms"),
-            SvcRoomPage.serializer(),
-            query = mapOf("status" to status?.name, "page" to page?.toString(), "limit" to limit?.toString()),
-        )!!
+    public suspend fun listRooms(status: SvcRoomStatus? = null, page: Int? = null, limit: Int? = null): SvcRoomPage = rest.request(
+        "GET",
+        listOf("realtime", "rooms"),
+        SvcRoomPage.serializer(),
+        query = mapOf("status" to status?.name, "page" to page?.toString(), "limit" to limit?.toString()),
+    )!!
 
     /** One room. Throws `room_not_found` (404). */
     public suspend fun getRoom(roomName: String): SvcRoomInfo =
@@ -201,9 +200,14 @@ public class SvcClient internal constructor(
     )!!
 
     /** Stops a recording; returns the server's final information about it (status `COMPLETED` or `FAILED`…). */
-    public suspend fun stopRecord(egressId: String): Map<String, Any?> =
-        rest.request("POST", listOf("realtime", "recordings", egressId, "stop"), JsonObject.serializer(), "{}", headers = roomTokenHeader())!!
-            .mapValues { plain(it.value) }
+    public suspend fun stopRecord(egressId: String): Map<String, Any?> = rest.request(
+        "POST",
+        listOf("realtime", "recordings", egressId, "stop"),
+        JsonObject.serializer(),
+        "{}",
+        headers = roomTokenHeader(),
+    )!!
+        .mapValues { plain(it.value) }
 
     /** The recordings in progress, of one room or (server keys) all. */
     public suspend fun listActiveRecordings(roomName: String? = null): List<SvcRecordingInfo> = rest.request(
@@ -406,7 +410,10 @@ public class SvcClient internal constructor(
             val resumeToken = r.resumeToken
             if (resume && sessionId != null && resumeToken != null) {
                 try {
-                    channel.request("session.resume", WireJson.encodeToJsonElement(SessionResumeData.serializer(), SessionResumeData(sessionId, resumeToken, r.lastSeq)))
+                    channel.request(
+                        "session.resume",
+                        WireJson.encodeToJsonElement(SessionResumeData.serializer(), SessionResumeData(sessionId, resumeToken, r.lastSeq)),
+                    )
                     joinNeeded = false
                 } catch (e: SvcException) {
                     // resume_failed leaves the socket open for a fresh join (docs/realtime-protocol.md §5).
@@ -554,7 +561,12 @@ public class SvcClient internal constructor(
             return
         }
         val error = if (lastError.code in RETRYABLE) {
-            SvcException("reconnect_failed", "Gave up reconnecting: ${lastError.message}", closeCode = lastError.closeCode, cause = lastError)
+            SvcException(
+                "reconnect_failed",
+                "Gave up reconnecting: ${lastError.message}",
+                closeCode = lastError.closeCode,
+                cause = lastError,
+            )
         } else {
             lastError
         }
@@ -565,8 +577,13 @@ public class SvcClient internal constructor(
         override suspend fun sendMessage(message: String): Long =
             seqOf(request(r, "message.send", WireJson.encodeToJsonElement(MessageSendData.serializer(), MessageSendData(message))))
 
-        override suspend fun updateMetadata(metadata: String): Long =
-            seqOf(request(r, "room.update_metadata", WireJson.encodeToJsonElement(UpdateMetadataData.serializer(), UpdateMetadataData(metadata))))
+        override suspend fun updateMetadata(metadata: String): Long = seqOf(
+            request(
+                r,
+                "room.update_metadata",
+                WireJson.encodeToJsonElement(UpdateMetadataData.serializer(), UpdateMetadataData(metadata)),
+            ),
+        )
     }
 
     private suspend fun request(r: Run, type: String, data: JsonElement): JsonObject = withContext(serial) {

@@ -10,6 +10,7 @@ import dev.svc.android.internal.UpdateMetadataData
 import dev.svc.android.internal.WireJson
 import dev.svc.android.internal.decodeServerFrame
 import dev.svc.android.internal.encodeServerFrame
+import java.io.File
 import kotlinx.serialization.KSerializer
 import kotlinx.serialization.SerializationException
 import kotlinx.serialization.json.JsonElement
@@ -22,7 +23,6 @@ import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.DynamicTest
 import org.junit.jupiter.api.TestFactory
-import java.io.File
 
 /**
  * The one contract: every vector of packages/protocol/vectors/realtime.json (also held against the

@@ -5,6 +5,9 @@ import android.app.Application
 import android.content.Context
 import androidx.test.core.app.ApplicationProvider
 import com.sun.net.httpserver.HttpServer
+import java.net.InetAddress
+import java.net.InetSocketAddress
+import java.util.concurrent.CopyOnWriteArrayList
 import kotlinx.coroutines.runBlocking
 import org.junit.After
 import org.junit.Assert.assertEquals
@@ -16,9 +19,6 @@ import org.junit.runner.RunWith
 import org.robolectric.RobolectricTestRunner
 import org.robolectric.Shadows.shadowOf
 import org.robolectric.annotation.Config
-import java.net.InetAddress
-import java.net.InetSocketAddress
-import java.util.concurrent.CopyOnWriteArrayList
 
 /** The public constructor with a real Android Context: runtime permissions and the app's package name. */
 @RunWith(RobolectricTestRunner::class)

@@ -77,7 +77,12 @@ class RealtimeTest {
                 }
                 assertEquals(SvcDisconnectReason.ClientDisconnect, bob.of<Seen.Disconnected>().single().reason)
                 assertEquals(
-                    listOf(SvcConnectionState.DISCONNECTED, SvcConnectionState.CONNECTING, SvcConnectionState.CONNECTED, SvcConnectionState.DISCONNECTED),
+                    listOf(
+                        SvcConnectionState.DISCONNECTED,
+                        SvcConnectionState.CONNECTING,
+                        SvcConnectionState.CONNECTED,
+                        SvcConnectionState.DISCONNECTED,
+                    ),
                     bob.states(),
                 )
             }
@@ -101,7 +106,9 @@ class RealtimeTest {
     @Test
     fun `a room at maxParticipants refuses with room_full`() = runBlocking {
         val name = uniqueRoom()
-        TestClient(apiKey = server.serverKey).use { it.client.createRoom(SvcCreateRoomOptions(name, SvcLiveType.VIDEO_CALL, maxParticipants = 1)) }
+        TestClient(apiKey = server.serverKey).use {
+            it.client.createRoom(SvcCreateRoomOptions(name, SvcLiveType.VIDEO_CALL, maxParticipants = 1))
+        }
         TestClient().use { alice ->
             TestClient().use { bob ->
                 alice.client.connect(roomOptions(name, "alice"))
@@ -138,11 +145,16 @@ class RealtimeTest {
                     assertNotEquals(firstSid, secondSid)
 
                     first.waitUntil(description = "replaced") { e -> e.any { it is Seen.Disconnected } }
-                    assertEquals(SvcDisconnectReason.Server(SvcLeaveReason.DUPLICATE_IDENTITY), first.of<Seen.Disconnected>().single().reason)
+                    assertEquals(
+                        SvcDisconnectReason.Server(SvcLeaveReason.DUPLICATE_IDENTITY),
+                        first.of<Seen.Disconnected>().single().reason,
+                    )
                     assertEquals(SvcConnectionState.DISCONNECTED, first.client.connectionState.value)
                     assertTrue(first.of<Seen.Reconnecting>().isEmpty(), "a replaced client does not reconnect")
 
-                    watcher.waitUntil(description = "left + joined") { e -> e.count { it is Seen.Joined } == 2 && e.any { it is Seen.Left } }
+                    watcher.waitUntil(description = "left + joined") { e ->
+                        e.count { it is Seen.Joined } == 2 && e.any { it is Seen.Left }
+                    }
                     val left = watcher.of<Seen.Left>().single()
                     assertEquals(firstSid, left.participant.sid)
                     assertEquals(SvcLeaveReason.DUPLICATE_IDENTITY, left.reason)
@@ -171,7 +183,14 @@ class RealtimeTest {
         TestClient().use { guest ->
             TestClient().use { host ->
                 val waiting = async {
-                    guest.client.connect(SvcRoomOptions(name, SvcParticipantOptions("guest", "Guest"), SvcLiveType.VIDEO_CONFERENCE, canJoinWithNoHost = false))
+                    guest.client.connect(
+                        SvcRoomOptions(
+                            name,
+                            SvcParticipantOptions("guest", "Guest"),
+                            SvcLiveType.VIDEO_CONFERENCE,
+                            canJoinWithNoHost = false,
+                        ),
+                    )
                 }
                 guest.waitUntil(description = "waiting") { e -> e.any { it is Seen.Waiting } }
                 assertEquals(SvcConnectionState.CONNECTING, guest.client.connectionState.value)

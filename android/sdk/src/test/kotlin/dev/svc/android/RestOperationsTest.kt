@@ -16,7 +16,9 @@ class RestOperationsTest {
         TestClient(apiKey = server.serverKey).use { t ->
             val c = t.client
             val name = uniqueRoom()
-            val created = c.createRoom(SvcCreateRoomOptions(name, SvcLiveType.AUDIO_CONFERENCE, maxParticipants = 5, metadata = "{\"topic\":\"x\"}"))
+            val created = c.createRoom(
+                SvcCreateRoomOptions(name, SvcLiveType.AUDIO_CONFERENCE, maxParticipants = 5, metadata = "{\"topic\":\"x\"}"),
+            )
             assertEquals(name, created.roomName)
             assertEquals(SvcLiveType.AUDIO_CONFERENCE, created.liveType)
             assertEquals(SvcRoomStatus.IDLE, created.status)

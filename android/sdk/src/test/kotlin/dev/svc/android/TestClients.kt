@@ -1,6 +1,7 @@
 package dev.svc.android
 
 import dev.svc.android.internal.Platform
+import java.util.concurrent.Executors
 import kotlinx.coroutines.CoroutineDispatcher
 import kotlinx.coroutines.asCoroutineDispatcher
 import kotlinx.coroutines.flow.MutableStateFlow
@@ -8,7 +9,6 @@ import kotlinx.coroutines.flow.first
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
 import okhttp3.OkHttpClient
-import java.util.concurrent.Executors
 
 /** A device that granted every permission; handlers run on one thread of their own, as on a main thread. */
 class GrantedPlatform(override val packageName: String? = "dev.svc.android.test") : Platform {
@@ -114,5 +114,10 @@ private var counter = 0
 /** A room name nobody used yet in this server. */
 fun uniqueRoom(prefix: String = "room"): String = synchronized(TestServer) { "$prefix-${System.nanoTime()}-${counter++}" }
 
-fun roomOptions(room: String, userId: String, name: String = userId, isHost: Boolean? = null, liveType: SvcLiveType = SvcLiveType.VIDEO_CONFERENCE) =
-    SvcRoomOptions(room, SvcParticipantOptions(userId, name, isHost = isHost), liveType)
+fun roomOptions(
+    room: String,
+    userId: String,
+    name: String = userId,
+    isHost: Boolean? = null,
+    liveType: SvcLiveType = SvcLiveType.VIDEO_CONFERENCE,
+) = SvcRoomOptions(room, SvcParticipantOptions(userId, name, isHost = isHost), liveType)

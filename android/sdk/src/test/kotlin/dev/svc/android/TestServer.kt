@@ -76,7 +76,14 @@ class TestServer private constructor(
                 process.destroyForcibly()
                 throw IllegalStateException("the server did not start:\n${synchronized(output) { output }}", e)
             }
-            return TestServer("http://127.0.0.1:$port", k.getValue("project id"), k.getValue("client key"), k.getValue("server key"), process, dataDir)
+            return TestServer(
+                "http://127.0.0.1:$port",
+                k.getValue("project id"),
+                k.getValue("client key"),
+                k.getValue("server key"),
+                process,
+                dataDir,
+            )
         }
     }
 }

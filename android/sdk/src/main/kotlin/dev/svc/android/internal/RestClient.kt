@@ -1,6 +1,9 @@
 package dev.svc.android.internal
 
 import dev.svc.android.SvcException
+import java.io.IOException
+import kotlin.coroutines.resume
+import kotlin.coroutines.resumeWithException
 import kotlinx.coroutines.suspendCancellableCoroutine
 import kotlinx.serialization.KSerializer
 import kotlinx.serialization.SerializationException
@@ -16,9 +19,6 @@ import okhttp3.OkHttpClient
 import okhttp3.Request
 import okhttp3.RequestBody.Companion.toRequestBody
 import okhttp3.Response
-import java.io.IOException
-import kotlin.coroutines.resume
-import kotlin.coroutines.resumeWithException
 
 /** The REST side: authenticated requests to `<base>/v1/…`, failures mapped to [SvcException]. */
 internal class RestClient(

@@ -44,7 +44,9 @@ internal data class ClientFrame(val id: String, val type: String, val data: Json
 @Serializable
 internal data class SessionResumeData(val sessionId: String, val resumeToken: String, val lastSeq: Long) {
     init {
-        require(sessionId.isNotEmpty() && resumeToken.isNotEmpty() && lastSeq >= 0) { "session.resume: sessionId, resumeToken, lastSeq >= 0" }
+        require(sessionId.isNotEmpty() && resumeToken.isNotEmpty() && lastSeq >= 0) {
+            "session.resume: sessionId, resumeToken, lastSeq >= 0"
+        }
     }
 }
 

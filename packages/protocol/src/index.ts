@@ -2,6 +2,7 @@ export * from './admin.ts';
 export * from './common.ts';
 export * from './errors.ts';
 export * from './links.ts';
+export * from './media.ts';
 export * from './products.ts';
 export * from './realtime.ts';
 export * from './verify.ts';

@@ -1,4 +1,14 @@
-import type { SvcLiveType } from '@svc/protocol';
+import type { SvcLiveType, SvcTrackInfo } from '@svc/protocol';
+
+/** A published track as the shared state keeps it: the wire form plus where its media lives. */
+export interface LiveTrack extends SvcTrackInfo {
+  /** The SFU's id of the publisher (a Janus VideoRoom feed id). */
+  feedId: number;
+  /** The media line of the publisher's stream in the SFU (for server-side mute). */
+  mid: string;
+  /** The node holding the publisher's SFU handle. */
+  nodeId: string;
+}
 
 /** A participant as the shared state keeps it (the wire form drops the secrets). */
 export interface LiveParticipant {
@@ -34,6 +44,8 @@ export interface LiveRoom {
   emptySinceMs: number | null;
   /** When the first participant joined (room.started was emitted); null before. */
   startedAtMs: number | null;
+  /** Published tracks, in publish order (absent in rooms stored before media existed). */
+  tracks?: LiveTrack[];
 }
 
 /** An event to append to a room's log. `data` is serialised once, by the store. */

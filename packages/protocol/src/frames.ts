@@ -1,5 +1,17 @@
 import { type TSchema, Type } from '@sinclair/typebox';
 import {
+  IceCandidateSchema,
+  MediaAnswerDataSchema,
+  MediaMuteDataSchema,
+  MediaPublishDataSchema,
+  MediaSubscribeDataSchema,
+  MediaTrickleDataSchema,
+  MediaUnpublishDataSchema,
+  MediaUnsubscribeDataSchema,
+  SvcTrackInfoSchema,
+  TRACK_STOP_REASONS,
+} from './media.ts';
+import {
   ClientFrameSchema,
   LEAVE_REASONS,
   MessageSendDataSchema,
@@ -95,6 +107,22 @@ export const SERVER_FRAME_SCHEMAS = {
   ),
   'room.deleted': eventFrame('room.deleted', Type.Object({ reason: Type.Literal('ROOM_DELETED') })),
   'room.ended': eventFrame('room.ended', Type.Object({ reason: Type.Literal('ROOM_ENDED') })),
+  'media.started': eventFrame('media.started', Type.Object({ track: SvcTrackInfoSchema })),
+  'media.stopped': eventFrame(
+    'media.stopped',
+    Type.Object({
+      track: SvcTrackInfoSchema,
+      reason: Type.Union(TRACK_STOP_REASONS.map((r) => Type.Literal(r))),
+    }),
+  ),
+  'media.muted': eventFrame(
+    'media.muted',
+    Type.Object({ track: SvcTrackInfoSchema, by: Type.String() }),
+  ),
+  'media.trickle': eventFrame(
+    'media.trickle',
+    Type.Object({ id: Type.String(), candidate: Type.Union([IceCandidateSchema, Type.Null()]) }),
+  ),
   'app.*': Type.Object({
     type: Type.String({ pattern: '^app\\.[a-z0-9_.-]{1,64}$' }),
     seq: Type.Integer({ minimum: 0 }),
@@ -114,6 +142,13 @@ export const CLIENT_DATA_SCHEMAS: Record<string, TSchema> = {
   'message.send': MessageSendDataSchema,
   'room.update_metadata': RoomUpdateMetadataDataSchema,
   ping: PingDataSchema,
+  'media.publish': MediaPublishDataSchema,
+  'media.unpublish': MediaUnpublishDataSchema,
+  'media.mute': MediaMuteDataSchema,
+  'media.subscribe': MediaSubscribeDataSchema,
+  'media.answer': MediaAnswerDataSchema,
+  'media.unsubscribe': MediaUnsubscribeDataSchema,
+  'media.trickle': MediaTrickleDataSchema,
 };
 
 /** The REST bodies the vectors name, by the name they use. */

@@ -124,6 +124,10 @@ public data class SvcRoomOptions(
     val canJoinWithNoHost: Boolean? = null,
     /** Metadata for the room when this request creates it (at most 16384 characters); ignored if it exists. */
     val roomMetadata: String? = null,
+    /** When false, this participant publishes no media; null means the default, true (the liveType may narrow it). */
+    val canPublish: Boolean? = null,
+    /** When false, this participant receives no media; null means the default, true. */
+    val canSubscribe: Boolean? = null,
 ) {
     init {
         requireRoomName(roomName)

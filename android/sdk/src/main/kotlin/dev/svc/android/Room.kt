@@ -18,6 +18,9 @@ public class Room internal constructor(snapshot: RoomSnapshot, private val trans
     /** By sid, in join order. */
     private val byId = LinkedHashMap<String, SvcParticipant>()
 
+    /** By trackId, in publish order. */
+    private val trackById = LinkedHashMap<String, SvcTrackInfo>()
+
     init {
         applySnapshot(snapshot)
     }
@@ -33,6 +36,9 @@ public class Room internal constructor(snapshot: RoomSnapshot, private val trans
 
     /** Everyone in the room except this client. */
     public val remoteParticipants: List<SvcParticipant> get() = participants.filter { it.sid != self.sid }
+
+    /** Every published track in the room (this client's included), in publish order. */
+    public val tracks: List<SvcTrackInfo> get() = synchronized(byId) { trackById.values.toList() }
 
     /** The participant with this session id, or null. */
     public fun getParticipant(sid: String): SvcParticipant? = synchronized(byId) { byId[sid] }
@@ -62,6 +68,8 @@ public class Room internal constructor(snapshot: RoomSnapshot, private val trans
         byId.clear()
         snapshot.participants.forEach { byId[it.sid] = it }
         byId.putIfAbsent(snapshot.self.sid, snapshot.self)
+        trackById.clear()
+        snapshot.media.tracks.forEach { trackById[it.trackId] = it }
         val joined = snapshot.participants.filter { it.sid !in before && it.sid != snapshot.self.sid }
         val left = before.values.filter { it.sid !in byId && it.userId != snapshot.self.userId }
         joined to left
@@ -76,6 +84,10 @@ public class Room internal constructor(snapshot: RoomSnapshot, private val trans
     }
 
     internal fun remove(sid: String): SvcParticipant? = synchronized(byId) { byId.remove(sid) }
+
+    internal fun putTrack(track: SvcTrackInfo): Unit = synchronized(byId) { trackById[track.trackId] = track }
+
+    internal fun removeTrack(trackId: String): Unit = synchronized(byId) { trackById.remove(trackId) }
 
     internal fun setMetadata(metadata: String?) {
         currentInfo = currentInfo.copy(metadata = metadata)

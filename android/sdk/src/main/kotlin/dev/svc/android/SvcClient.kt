@@ -2,11 +2,19 @@ package dev.svc.android
 
 import android.Manifest
 import android.content.Context
+import android.content.Intent
+import dev.svc.android.internal.AndroidMediaEngine
 import dev.svc.android.internal.AndroidPlatform
 import dev.svc.android.internal.AppEventData
 import dev.svc.android.internal.ChannelClose
 import dev.svc.android.internal.CloseCodes
 import dev.svc.android.internal.EventFrame
+import dev.svc.android.internal.MediaEngine
+import dev.svc.android.internal.MediaMutedData
+import dev.svc.android.internal.MediaSession
+import dev.svc.android.internal.MediaStoppedData
+import dev.svc.android.internal.MediaTrackData
+import dev.svc.android.internal.MediaTrickleData
 import dev.svc.android.internal.MessageReceivedData
 import dev.svc.android.internal.MessageSendData
 import dev.svc.android.internal.MetadataChangedData
@@ -75,13 +83,19 @@ public class SvcClient internal constructor(
     public val config: SvcConfig,
     private val platform: Platform,
     http: OkHttpClient,
+    private val mediaEngineFactory: () -> MediaEngine,
     private val random: Random = Random.Default,
 ) {
     /**
      * A client for [config]; [context] gives the package name (`X-Bundle-Id` unless [SvcConfig.bundleId]
      * is set) and the runtime permissions; any Context will do (the application context is kept).
      */
-    public constructor(context: Context, config: SvcConfig) : this(config, AndroidPlatform(context), OkHttpClient())
+    public constructor(context: Context, config: SvcConfig) : this(
+        config,
+        AndroidPlatform(context),
+        OkHttpClient(),
+        { AndroidMediaEngine(context) },
+    )
 
     /** A participant joined the room (not sent for this client itself). */
     public var onUserJoined: ((participant: SvcParticipant) -> Unit)? = null
@@ -107,6 +121,12 @@ public class SvcClient internal constructor(
     /** The server holds this client until a host joins. */
     public var onWaitingForHost: (() -> Unit)? = null
 
+    /** A participant published a track (`participant` null if not known); remote ones are subscribed to by default. */
+    public var onMediaStarted: ((participant: SvcParticipant?, track: SvcTrackInfo) -> Unit)? = null
+
+    /** A track stopped (unpublished, its publisher left, …). */
+    public var onMediaStopped: ((participant: SvcParticipant?, track: SvcTrackInfo) -> Unit)? = null
+
     /** A host changed the room's metadata. */
     public var onRoomMetadataChanged: ((metadata: String?) -> Unit)? = null
 
@@ -126,6 +146,7 @@ public class SvcClient internal constructor(
     internal var rewriteUrl: (String) -> String = { it }
 
     @Volatile private var failure: SvcException? = null
+    private var engine: MediaEngine? = null
     private var run: Run? = null
 
     /** The connection state. */
@@ -277,6 +298,7 @@ public class SvcClient internal constructor(
             mutableState.value = SvcConnectionState.CONNECTED
             val room = currentRoom!!
             dispatch(SvcEvent.Connected(room))
+            subscribeAll(r, room)
             room
         }
     }
@@ -293,6 +315,10 @@ public class SvcClient internal constructor(
     /** Disconnects and releases the client's threads and connections; the client is unusable afterwards. */
     public suspend fun close() {
         disconnect()
+        withContext(serial) {
+            engine?.close()
+            engine = null
+        }
         scope.coroutineContext[Job]?.cancel()
         http.dispatcher.executorService.shutdown()
         http.connectionPool.evictAll()
@@ -313,6 +339,7 @@ public class SvcClient internal constructor(
         var endReason: SvcLeaveReason? = null
         var heartbeat: Job? = null
         var reconnect: Job? = null
+        var media: MediaSession? = null
     }
 
     private enum class Outcome { JOINED, RESUMED }
@@ -341,6 +368,7 @@ public class SvcClient internal constructor(
     /** Marks the run over and releases its jobs; the caller sets the state. */
     private fun stop(r: Run) {
         r.ended = true
+        r.media?.close()
         r.heartbeat?.cancel()
         r.reconnect?.cancel()
         if (run === r) run = null
@@ -462,6 +490,7 @@ public class SvcClient internal constructor(
                 r.resumeToken = snapshot.resumeToken
                 r.departureGraceMs = snapshot.departureGraceMs
                 r.lastSeq = frame.seq
+                mediaOf(r).snapshot = snapshot.media
                 val room = currentRoom
                 if (room != null) {
                     // A full rejoin after a failed resume: tell the app what changed while it was away.
@@ -487,6 +516,11 @@ public class SvcClient internal constructor(
             }
 
             "session.admitted", "session.closed" -> return
+
+            "media.trickle" -> {
+                r.media?.onServerCandidate(frame.data as MediaTrickleData)
+                return
+            }
         }
         val room = currentRoom ?: return
         if (frame.seq <= r.lastSeq) return
@@ -513,6 +547,28 @@ public class SvcClient internal constructor(
             is MetadataChangedData -> {
                 room.setMetadata(data.metadata)
                 dispatch(SvcEvent.RoomMetadataChanged(data.metadata))
+            }
+
+            is MediaTrackData -> {
+                room.putTrack(data.track)
+                dispatch(SvcEvent.MediaStarted(room.getParticipant(data.track.sid), data.track))
+                if (data.track.sid != self.sid) autoSubscribe(r, data.track)
+            }
+
+            is MediaStoppedData -> {
+                room.removeTrack(data.track.trackId)
+                dispatch(SvcEvent.MediaStopped(room.getParticipant(data.track.sid), data.track, data.reason))
+                val media = r.media
+                if (media != null) {
+                    scope.launch {
+                        runCatching { media.onTrackStopped(data.track, self.sid, data.reason == SvcTrackStopReason.ENGINE_RESTARTED) }
+                    }
+                }
+            }
+
+            is MediaMutedData -> {
+                room.putTrack(data.track)
+                dispatch(SvcEvent.MediaMuted(room.getParticipant(data.track.sid), data.track))
             }
 
             is AppEventData -> Unit
@@ -544,7 +600,7 @@ public class SvcClient internal constructor(
             delay((base * (0.5 + random.nextDouble() / 2)).toLong())
             if (r.ended) return
             val canResume = System.currentTimeMillis() - r.droppedAt < r.departureGraceMs
-            try {
+            val outcome = try {
                 establish(r, canResume)
             } catch (e: CancellationException) {
                 throw e
@@ -558,6 +614,17 @@ public class SvcClient internal constructor(
             if (r.ended) return
             mutableState.value = SvcConnectionState.CONNECTED
             dispatch(SvcEvent.Reconnected)
+            if (outcome == Outcome.JOINED) {
+                // A new session: the old one's tracks and subscriptions are gone on the server.
+                val media = r.media
+                val room = currentRoom
+                if (media != null && room != null) {
+                    scope.launch {
+                        media.onRejoined()
+                        subscribeAll(r, room)
+                    }
+                }
+            }
             return
         }
         val error = if (lastError.code in RETRYABLE) {
@@ -571,6 +638,83 @@ public class SvcClient internal constructor(
             lastError
         }
         fail(r, error, notifyApp = true)
+    }
+
+    private fun mediaOf(r: Run): MediaSession = r.media ?: MediaSession(
+        { engine ?: mediaEngineFactory().also { engine = it } },
+        scope,
+        { type, data -> request(r, type, data) },
+        { _, _ -> },
+    ).also { r.media = it }
+
+    private fun autoSubscribe(r: Run, track: SvcTrackInfo) {
+        val media = r.media ?: return
+        val snapshot = media.snapshot ?: return
+        if (!config.autoSubscribe || !snapshot.available || !snapshot.permissions.canSubscribe) return
+        scope.launch {
+            try {
+                media.subscribe(track)
+            } catch (_: SvcException) {
+                // The track stopped meanwhile, or the connection dropped: a resume keeps what the server
+                // holds, and a rejoin or a new media.started subscribes again.
+            }
+        }
+    }
+
+    private fun subscribeAll(r: Run, room: Room) {
+        val self = room.localParticipant.sid
+        room.tracks.filter { it.sid != self }.forEach { autoSubscribe(r, it) }
+    }
+
+    // ---- Media --------------------------------------------------------------------------------------
+
+    /** Publishes the microphone. Needs RECORD_AUDIO ([SvcPermissionException]) and a connected room. */
+    public suspend fun enableMicrophone(): Unit = enable(SvcTrackSource.MICROPHONE, Manifest.permission.RECORD_AUDIO, null)
+
+    /** Stops publishing the microphone. */
+    public suspend fun disableMicrophone(): Unit = disable(SvcTrackSource.MICROPHONE)
+
+    /** Publishes the camera (the front one when there is one). Needs CAMERA and a connected room. */
+    public suspend fun enableCamera(): Unit = enable(SvcTrackSource.CAMERA, Manifest.permission.CAMERA, null)
+
+    /** Stops publishing the camera. */
+    public suspend fun disableCamera(): Unit = disable(SvcTrackSource.CAMERA)
+
+    /**
+     * Publishes the screen. [mediaProjectionResultData] is the `Intent` your Activity received for
+     * `MediaProjectionManager.createScreenCaptureIntent()` (RESULT_OK); on API 29+ a foreground service
+     * of type `mediaProjection` must be running before this call (see README).
+     */
+    public suspend fun enableScreenShare(mediaProjectionResultData: Intent): Unit =
+        enable(SvcTrackSource.SCREEN, null, mediaProjectionResultData)
+
+    /** Stops publishing the screen. */
+    public suspend fun disableScreenShare(): Unit = disable(SvcTrackSource.SCREEN)
+
+    /**
+     * The received media of a remote track, once its subscription delivered it: on Android an
+     * `org.webrtc.VideoTrack` (add a `SurfaceViewRenderer` sink to show it) or `org.webrtc.AudioTrack`
+     * (it plays by itself). Null if not (yet) received.
+     */
+    public suspend fun remoteMediaTrack(trackId: String): Any? = withContext(serial) { run?.media?.remoteTrack(trackId)?.native }
+
+    /** This client's captured track of [source] while it is published (an `org.webrtc.MediaStreamTrack` on Android), for a preview. */
+    public suspend fun localMediaTrack(source: SvcTrackSource): Any? = withContext(serial) { run?.media?.localTrack(source)?.native }
+
+    private suspend fun enable(source: SvcTrackSource, permission: String?, capture: Any?) {
+        if (permission != null) {
+            val missing = platform.missingPermissions(listOf(permission))
+            if (missing.isNotEmpty()) throw SvcPermissionException(missing)
+        }
+        withContext(serial) {
+            val r = run
+            if (r == null || currentRoom == null) throw SvcException("not_connected", "Connect to a room first")
+            mediaOf(r).enable(source, capture)
+        }
+    }
+
+    private suspend fun disable(source: SvcTrackSource) {
+        withContext(serial) { run?.media?.disable(source) }
     }
 
     private fun transportOf(r: Run) = object : Room.RoomTransport {
@@ -624,6 +768,9 @@ public class SvcClient internal constructor(
             SvcEvent.Reconnecting -> onReconnecting?.invoke()
             SvcEvent.Reconnected -> onReconnected?.invoke()
             SvcEvent.WaitingForHost -> onWaitingForHost?.invoke()
+            is SvcEvent.MediaStarted -> onMediaStarted?.invoke(event.participant, event.track)
+            is SvcEvent.MediaStopped -> onMediaStopped?.invoke(event.participant, event.track)
+            is SvcEvent.MediaMuted -> Unit
             is SvcEvent.RoomMetadataChanged -> onRoomMetadataChanged?.invoke(event.metadata)
         }
     }

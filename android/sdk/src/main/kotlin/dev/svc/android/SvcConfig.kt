@@ -28,6 +28,8 @@ public data class SvcConfig(
      * as a drop. 0 disables the client's pings (the server still pings).
      */
     val heartbeatIntervalMs: Long = 15_000,
+    /** Subscribe to every track others publish, as soon as it starts (true); false: call nothing, receive nothing. */
+    val autoSubscribe: Boolean = true,
 ) {
     init {
         require(projectId.isNotEmpty()) { "SvcConfig.projectId is required" }

@@ -57,6 +57,32 @@ public sealed class SvcEvent {
         override fun toString(): String = "WaitingForHost"
     }
 
+    /** A participant published a track (this client's own included); the client subscribes by itself unless autoSubscribe is off. */
+    public data class MediaStarted(
+        /** The publisher, or null if it is not known (yet). */
+        val participant: SvcParticipant?,
+        /** The track. */
+        val track: SvcTrackInfo,
+    ) : SvcEvent()
+
+    /** A track stopped. */
+    public data class MediaStopped(
+        /** The publisher, or null if it already left. */
+        val participant: SvcParticipant?,
+        /** The track. */
+        val track: SvcTrackInfo,
+        /** Why. */
+        val reason: SvcTrackStopReason,
+    ) : SvcEvent()
+
+    /** A track was muted or unmuted ([SvcTrackInfo.muted]). */
+    public data class MediaMuted(
+        /** The publisher. */
+        val participant: SvcParticipant?,
+        /** The track, with its new muted flag. */
+        val track: SvcTrackInfo,
+    ) : SvcEvent()
+
     /** A host changed the room's metadata. */
     public data class RoomMetadataChanged(
         /** The new metadata. */

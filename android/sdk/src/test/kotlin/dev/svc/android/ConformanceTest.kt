@@ -54,6 +54,13 @@ class ConformanceTest {
         "session.resume" to SessionResumeData.serializer(),
         "message.send" to MessageSendData.serializer(),
         "room.update_metadata" to UpdateMetadataData.serializer(),
+        "media.publish" to dev.svc.android.internal.MediaPublishData.serializer(),
+        "media.unpublish" to dev.svc.android.internal.MediaTrackIdData.serializer(),
+        "media.mute" to dev.svc.android.internal.MediaMuteData.serializer(),
+        "media.subscribe" to dev.svc.android.internal.MediaTrackIdData.serializer(),
+        "media.answer" to dev.svc.android.internal.MediaAnswerData.serializer(),
+        "media.unsubscribe" to dev.svc.android.internal.MediaSubscriptionIdData.serializer(),
+        "media.trickle" to dev.svc.android.internal.MediaTrickleData.serializer(),
     )
 
     @Suppress("UNCHECKED_CAST")

@@ -39,14 +39,19 @@ sealed class Seen {
     object Waiting : Seen()
 
     data class Metadata(val metadata: String?) : Seen()
+
+    data class MediaStarted(val participant: SvcParticipant?, val track: SvcTrackInfo) : Seen()
+
+    data class MediaStopped(val participant: SvcParticipant?, val track: SvcTrackInfo) : Seen()
 }
 
 /** A real [SvcClient] against the test server, with every handler recorded and an optional proxy. */
-class TestClient(
+internal class TestClient(
     server: TestServer = TestServer.shared,
     apiKey: String = server.clientKey,
     reconnect: SvcReconnectPolicy = SvcReconnectPolicy(),
     val proxy: TcpProxy? = null,
+    media: () -> dev.svc.android.internal.MediaEngine = { throw AssertionError("this test uses no media") },
 ) : AutoCloseable {
     val client = SvcClient(
         SvcConfig(
@@ -58,6 +63,7 @@ class TestClient(
         ),
         GrantedPlatform(),
         OkHttpClient(),
+        media,
     )
     private val seen = MutableStateFlow<List<Seen>>(emptyList())
 
@@ -74,6 +80,8 @@ class TestClient(
         client.onReconnected = { push(Seen.Reconnected) }
         client.onWaitingForHost = { push(Seen.Waiting) }
         client.onRoomMetadataChanged = { push(Seen.Metadata(it)) }
+        client.onMediaStarted = { p, track -> push(Seen.MediaStarted(p, track)) }
+        client.onMediaStopped = { p, track -> push(Seen.MediaStopped(p, track)) }
         // States are recorded from the StateFlow itself (every distinct value, in order).
         Thread({
             runBlocking { client.connectionState.collect { push(Seen.State(it)) } }

@@ -31,12 +31,13 @@ class TestServer private constructor(
         const val GRACE_MS = 4_000L
 
         val shared: TestServer by lazy {
-            start().also { server -> Runtime.getRuntime().addShutdownHook(Thread { server.stop() }) }
+            start(mapOf("SVC_MEDIA" to "off")).also { server -> Runtime.getRuntime().addShutdownHook(Thread { server.stop() }) }
         }
 
         fun freePort(): Int = ServerSocket(0).use { it.localPort }
 
-        private fun start(): TestServer {
+        /** A server with [env] on top of the test defaults. */
+        fun start(env: Map<String, String>): TestServer {
             val root = File(System.getProperty("svc.repoRoot") ?: "../..").canonicalFile
             val dataDir = Files.createTempDirectory("svc-android-test").toFile()
             val port = freePort()
@@ -55,6 +56,7 @@ class TestServer private constructor(
                 put("SVC_REALTIME_SWEEP_INTERVAL_MS", "50")
                 put("SVC_REALTIME_DEPARTURE_GRACE_MS", GRACE_MS.toString())
                 put("SVC_REALTIME_HANDSHAKE_TIMEOUT_MS", "5000")
+                putAll(env)
             }
             val process = builder.start()
             val keys = CompletableFuture<Map<String, String>>()

@@ -1,10 +1,15 @@
 package dev.svc.android.internal
 
 import dev.svc.android.MAX_TEXT_LENGTH
+import dev.svc.android.SvcIceServer
 import dev.svc.android.SvcLeaveReason
+import dev.svc.android.SvcMediaPermissions
 import dev.svc.android.SvcMessageSender
 import dev.svc.android.SvcParticipant
 import dev.svc.android.SvcRoomInfo
+import dev.svc.android.SvcTrackInfo
+import dev.svc.android.SvcTrackSource
+import dev.svc.android.SvcTrackStopReason
 import dev.svc.android.SvcUser
 import kotlinx.serialization.KSerializer
 import kotlinx.serialization.Serializable
@@ -28,6 +33,8 @@ internal val WireJson: Json = Json {
 
 private const val MAX_REQUEST_ID = 64
 private const val MAX_TYPE = 80
+private const val MIN_SDP = 10
+private const val MAX_SDP = 32_768
 
 // ---- client → server ------------------------------------------------------------------------------
 
@@ -112,7 +119,85 @@ internal data class RoomSnapshot(
     val self: SvcParticipant,
     val participants: List<SvcParticipant>,
     val departureGraceMs: Long,
+    val media: MediaSnapshot,
 )
+
+/** The media part of the join snapshot. */
+@Serializable
+internal data class MediaSnapshot(
+    val available: Boolean,
+    val iceServers: List<SvcIceServer>,
+    val permissions: SvcMediaPermissions,
+    val tracks: List<SvcTrackInfo>,
+)
+
+/** An ICE candidate as `RTCIceCandidate.toJSON()` gives it. */
+@Serializable
+internal data class IceCandidate(
+    val candidate: String,
+    val sdpMid: String? = null,
+    val sdpMLineIndex: Int? = null,
+    val usernameFragment: String? = null,
+)
+
+@Serializable
+internal data class MediaTrackData(val track: SvcTrackInfo)
+
+@Serializable
+internal data class MediaStoppedData(val track: SvcTrackInfo, val reason: SvcTrackStopReason)
+
+@Serializable
+internal data class MediaMutedData(val track: SvcTrackInfo, val by: String)
+
+/** `media.trickle` both ways: a candidate (null: gathering complete) for the PeerConnection [id]. */
+@Serializable
+internal data class MediaTrickleData(val id: String, val candidate: IceCandidate?) {
+    init {
+        require(id.length in 1..MAX_REQUEST_ID) { "id: 1-64 characters" }
+    }
+}
+
+@Serializable
+internal data class MediaPublishData(val source: SvcTrackSource, val sdp: String) {
+    init {
+        require(sdp.length in MIN_SDP..MAX_SDP) { "sdp: 10-32768 characters" }
+    }
+}
+
+@Serializable
+internal data class MediaPublishAck(val trackId: String, val sdp: String)
+
+@Serializable
+internal data class MediaTrackIdData(val trackId: String) {
+    init {
+        require(trackId.length in 1..MAX_REQUEST_ID) { "trackId: 1-64 characters" }
+    }
+}
+
+@Serializable
+internal data class MediaMuteData(val trackId: String, val muted: Boolean) {
+    init {
+        require(trackId.length in 1..MAX_REQUEST_ID) { "trackId: 1-64 characters" }
+    }
+}
+
+@Serializable
+internal data class MediaSubscribeAck(val subscriptionId: String, val trackId: String, val sdp: String)
+
+@Serializable
+internal data class MediaAnswerData(val subscriptionId: String, val sdp: String) {
+    init {
+        require(subscriptionId.length in 1..MAX_REQUEST_ID) { "subscriptionId: 1-64 characters" }
+        require(sdp.length in MIN_SDP..MAX_SDP) { "sdp: 10-32768 characters" }
+    }
+}
+
+@Serializable
+internal data class MediaSubscriptionIdData(val subscriptionId: String) {
+    init {
+        require(subscriptionId.length in 1..MAX_REQUEST_ID) { "subscriptionId: 1-64 characters" }
+    }
+}
 
 @Serializable
 internal data class SessionResumedData(val sessionId: String, val replayed: Int)
@@ -159,6 +244,10 @@ private fun serializerOf(type: String): KSerializer<out ServerFrame>? = when {
     type == "message.received" -> EventFrame.serializer(MessageReceivedData.serializer())
     type == "room.metadata_changed" -> EventFrame.serializer(MetadataChangedData.serializer())
     type == "room.deleted" || type == "room.ended" -> EventFrame.serializer(RoomClosedData.serializer())
+    type == "media.started" -> EventFrame.serializer(MediaTrackData.serializer())
+    type == "media.stopped" -> EventFrame.serializer(MediaStoppedData.serializer())
+    type == "media.muted" -> EventFrame.serializer(MediaMutedData.serializer())
+    type == "media.trickle" -> EventFrame.serializer(MediaTrickleData.serializer())
     type.startsWith("app.") -> EventFrame.serializer(AppEventData.serializer())
     else -> null
 }

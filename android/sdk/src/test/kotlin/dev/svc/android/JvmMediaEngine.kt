@@ -18,7 +18,9 @@ import dev.onvoid.webrtc.RTCSdpType
 import dev.onvoid.webrtc.RTCSessionDescription
 import dev.onvoid.webrtc.SetSessionDescriptionObserver
 import dev.onvoid.webrtc.media.MediaStreamTrack
-import dev.onvoid.webrtc.media.audio.CustomAudioSource
+import dev.onvoid.webrtc.RTCStats
+import dev.onvoid.webrtc.RTCStatsReport
+import dev.onvoid.webrtc.media.audio.AudioOptions
 import dev.onvoid.webrtc.media.audio.HeadlessAudioDeviceModule
 import dev.svc.android.internal.IceCandidate
 import dev.svc.android.internal.LocalTrack
@@ -27,18 +29,17 @@ import dev.svc.android.internal.MediaPeer
 import dev.svc.android.internal.PeerEvents
 import dev.svc.android.internal.RemoteTrack
 import kotlinx.coroutines.CompletableDeferred
-import java.util.concurrent.atomic.AtomicBoolean
-import kotlin.math.PI
-import kotlin.math.sin
+import java.util.concurrent.CopyOnWriteArrayList
 
 /**
  * The desktop engine for JVM tests: `dev.onvoid.webrtc` (libwebrtc over JNI) with a headless audio
- * device. The microphone is a synthetic 440 Hz tone pushed in 10 ms frames, so what a subscriber
- * receives can be told from silence. Negotiation is the library's own ([dev.svc.android.internal.MediaSession]).
+ * device (its recording thread captures the microphone track; a CustomAudioSource pushed from a
+ * thread of ours would race with it inside libwebrtc). Negotiation is the library's own ([dev.svc.android.internal.MediaSession]).
  */
 internal class JvmMediaEngine : MediaEngine {
     private val adm = HeadlessAudioDeviceModule()
     private val factory = PeerConnectionFactory(adm)
+    private val peers = CopyOnWriteArrayList<RTCPeerConnection>()
 
     override fun createPeer(iceServers: List<SvcIceServer>, events: PeerEvents): MediaPeer {
         val config = RTCConfiguration().apply {
@@ -72,42 +73,30 @@ internal class JvmMediaEngine : MediaEngine {
                 }
             },
         )
+        peers += pc
         return JvmPeer(pc)
     }
 
     override fun createLocalTrack(source: SvcTrackSource, screenCapture: Any?): LocalTrack {
         if (source != SvcTrackSource.MICROPHONE) throw SvcException("media_device_not_found", "The JVM test engine captures audio only")
-        val audioSource = CustomAudioSource()
+        // The headless audio device records on its own thread: the track is a real capture path.
+        val audioSource = factory.createAudioSource(AudioOptions())
         val track = factory.createAudioTrack("mic-${System.nanoTime()}", audioSource)
-        val running = AtomicBoolean(true)
-        val pump = Thread({
-            val frame = ByteArray(SAMPLES_PER_FRAME * 2)
-            var n = 0L
-            var next = System.nanoTime()
-            while (running.get()) {
-                for (i in 0 until SAMPLES_PER_FRAME) {
-                    val v = (sin(2 * PI * TONE_HZ * (n++) / SAMPLE_RATE) * AMPLITUDE).toInt()
-                    frame[2 * i] = (v and 0xff).toByte()
-                    frame[2 * i + 1] = (v shr 8).toByte()
-                }
-                audioSource.pushAudio(frame, 16, SAMPLE_RATE, 1, SAMPLES_PER_FRAME)
-                next += FRAME_NANOS
-                val wait = next - System.nanoTime()
-                if (wait > 0) Thread.sleep(wait / 1_000_000, (wait % 1_000_000).toInt())
-            }
-        }, "synthetic-microphone").apply { isDaemon = true }
-        pump.start()
         return object : LocalTrack {
             override val source = source
             override val native: Any = track
 
-            override fun dispose() {
-                running.set(false)
-                pump.join()
-                track.dispose()
-                audioSource.dispose()
-            }
+            // webrtc-java frees a track with its sender's PeerConnection and the factory; disposing it
+            // while the closed PeerConnection's sender still holds it is refused.
+            override fun dispose() = Unit
         }
+    }
+
+    /** The RTP statistics of every PeerConnection of this engine (`inbound-rtp`, `outbound-rtp`…). */
+    suspend fun stats(): List<RTCStats> = peers.flatMap { pc ->
+        val report = CompletableDeferred<RTCStatsReport>()
+        pc.getStats { report.complete(it) }
+        report.await().stats.values
     }
 
     override fun close() {
@@ -183,11 +172,4 @@ internal class JvmMediaEngine : MediaEngine {
         }
     }
 
-    companion object {
-        const val SAMPLE_RATE = 48_000
-        const val SAMPLES_PER_FRAME = 480
-        const val TONE_HZ = 440.0
-        const val AMPLITUDE = 8_000.0
-        const val FRAME_NANOS = 10_000_000L
-    }
 }

@@ -16,10 +16,10 @@ import dev.onvoid.webrtc.RTCRtpTransceiverDirection
 import dev.onvoid.webrtc.RTCRtpTransceiverInit
 import dev.onvoid.webrtc.RTCSdpType
 import dev.onvoid.webrtc.RTCSessionDescription
-import dev.onvoid.webrtc.SetSessionDescriptionObserver
-import dev.onvoid.webrtc.media.MediaStreamTrack
 import dev.onvoid.webrtc.RTCStats
 import dev.onvoid.webrtc.RTCStatsReport
+import dev.onvoid.webrtc.SetSessionDescriptionObserver
+import dev.onvoid.webrtc.media.MediaStreamTrack
 import dev.onvoid.webrtc.media.audio.AudioOptions
 import dev.onvoid.webrtc.media.audio.HeadlessAudioDeviceModule
 import dev.svc.android.internal.IceCandidate
@@ -28,8 +28,8 @@ import dev.svc.android.internal.MediaEngine
 import dev.svc.android.internal.MediaPeer
 import dev.svc.android.internal.PeerEvents
 import dev.svc.android.internal.RemoteTrack
-import kotlinx.coroutines.CompletableDeferred
 import java.util.concurrent.CopyOnWriteArrayList
+import kotlinx.coroutines.CompletableDeferred
 
 /**
  * The desktop engine for JVM tests: `dev.onvoid.webrtc` (libwebrtc over JNI) with a headless audio
@@ -171,5 +171,4 @@ internal class JvmMediaEngine : MediaEngine {
             result.await()
         }
     }
-
 }

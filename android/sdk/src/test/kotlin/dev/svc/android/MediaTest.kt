@@ -1,6 +1,7 @@
 package dev.svc.android
 
 import dev.onvoid.webrtc.media.audio.AudioTrack
+import java.io.File
 import kotlinx.coroutines.delay
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
@@ -14,7 +15,6 @@ import org.junit.jupiter.api.BeforeAll
 import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.TestInstance
 import org.junit.jupiter.api.assertThrows
-import java.io.File
 
 /**
  * Real media: two Kotlin clients publish their microphones (libwebrtc's headless audio device) through
@@ -91,12 +91,22 @@ class MediaTest {
                     }
                     assertTrue(inbound(engine, "bytesReceived") > 0, "$who received audio bytes")
                     assertTrue(outbound(engine, "packetsSent") >= 50, "$who sent audio")
-                    println("media: $who received ${inbound(engine, "packetsReceived")} packets, ${inbound(engine, "totalSamplesReceived")} samples decoded")
+                    println(
+                        "media: $who received ${inbound(
+                            engine,
+                            "packetsReceived",
+                        )} packets, ${inbound(engine, "totalSamplesReceived")} samples decoded",
+                    )
                 }
 
                 assertEquals(2, alice.client.room!!.tracks.size)
                 alice.client.disableMicrophone()
-                bob.waitUntil(description = "alice's microphone stopped") { e -> e.any { it is Seen.MediaStopped && it.track.userId == "alice" } }
+                bob.waitUntil(description = "alice's microphone stopped") { e ->
+                    e.any {
+                        it is Seen.MediaStopped &&
+                            it.track.userId == "alice"
+                    }
+                }
                 assertEquals(listOf("bob"), bob.client.room!!.tracks.map { it.userId })
             }
         }

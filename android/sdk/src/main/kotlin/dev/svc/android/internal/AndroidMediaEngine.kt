@@ -7,12 +7,14 @@ import dev.svc.android.SvcException
 import dev.svc.android.SvcIceServer
 import dev.svc.android.SvcTrackKind
 import dev.svc.android.SvcTrackSource
+import java.util.UUID
 import kotlinx.coroutines.CompletableDeferred
 import org.webrtc.Camera2Enumerator
 import org.webrtc.DataChannel
 import org.webrtc.DefaultVideoDecoderFactory
 import org.webrtc.DefaultVideoEncoderFactory
 import org.webrtc.EglBase
+import org.webrtc.IceCandidate as RtcIceCandidate
 import org.webrtc.MediaConstraints
 import org.webrtc.MediaStream
 import org.webrtc.MediaStreamTrack
@@ -25,8 +27,6 @@ import org.webrtc.SessionDescription
 import org.webrtc.SurfaceTextureHelper
 import org.webrtc.VideoCapturer
 import org.webrtc.VideoSource
-import java.util.UUID
-import org.webrtc.IceCandidate as RtcIceCandidate
 
 /** The Android engine: `org.webrtc` (LiveKit's libwebrtc build), camera through Camera2, screen through MediaProjection. */
 internal class AndroidMediaEngine(context: Context) : MediaEngine {
@@ -224,4 +224,3 @@ internal class AndroidMediaEngine(context: Context) : MediaEngine {
         const val CAPTURE_FPS = 30
     }
 }
-

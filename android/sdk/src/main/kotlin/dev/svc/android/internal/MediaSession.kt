@@ -101,7 +101,11 @@ internal class MediaSession(
         try {
             leg.peer.addSendOnly(local)
             val offer = leg.peer.createOffer()
-            val ack = decode(MediaPublishAck.serializer(), request("media.publish", encode(MediaPublishData.serializer(), MediaPublishData(source, offer))))
+            val ack =
+                decode(
+                    MediaPublishAck.serializer(),
+                    request("media.publish", encode(MediaPublishData.serializer(), MediaPublishData(source, offer))),
+                )
             leg.peer.acceptAnswer(ack.sdp)
             named(leg, ack.trackId)
         } catch (e: Exception) {
@@ -116,7 +120,11 @@ internal class MediaSession(
     suspend fun subscribe(track: SvcTrackInfo) {
         val media = requireMedia()
         if (track.trackId in subscriptions) return
-        val ack = decode(MediaSubscribeAck.serializer(), request("media.subscribe", encode(MediaTrackIdData.serializer(), MediaTrackIdData(track.trackId))))
+        val ack =
+            decode(
+                MediaSubscribeAck.serializer(),
+                request("media.subscribe", encode(MediaTrackIdData.serializer(), MediaTrackIdData(track.trackId))),
+            )
         lateinit var subscription: Subscription
         val leg = newLeg(media) { remote ->
             subscription.remote = remote

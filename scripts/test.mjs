@@ -17,7 +17,7 @@ const runAndroid =
   (filters.length === 0 || androidOnly);
 
 const files = [];
-for (const pkg of fs.readdirSync(path.join(root, 'packages'))) {
+for (const pkg of androidOnly ? [] : fs.readdirSync(path.join(root, 'packages'))) {
   const dir = path.join(root, 'packages', pkg, 'test');
   if (!fs.existsSync(dir)) continue;
   for (const entry of fs.readdirSync(dir, { recursive: true })) {

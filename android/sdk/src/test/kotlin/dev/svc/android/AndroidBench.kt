@@ -36,7 +36,12 @@ object AndroidBench {
     }
 
     @JvmStatic
-    fun main(args: Array<String>) = runBlocking {
+    fun main(args: Array<String>) {
+        runBlocking { measure(args) }
+        kotlin.system.exitProcess(0)
+    }
+
+    private suspend fun measure(args: Array<String>) {
         val tag = System.nanoTime()
         // connect() → joined, each a new client and a new room
         val connects = (1..CONNECTS).map { i ->
@@ -73,6 +78,5 @@ object AndroidBench {
             """{"connectP50":${percentile(connects, 0.5)},"connectP99":${percentile(connects, 0.99)},""" +
                 """"rttP50":${percentile(rtts, 0.5)},"rttP99":${percentile(rtts, 0.99)},"bytesPerClient":$perClient}""",
         )
-        kotlin.system.exitProcess(0)
     }
 }

@@ -1,10 +1,10 @@
 package dev.svc.android
 
+import java.util.concurrent.ConcurrentHashMap
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
 import okhttp3.OkHttpClient
-import java.util.concurrent.ConcurrentHashMap
 
 /**
  * The Kotlin half of `npm run bench -- android` (bench/android.ts runs the TypeScript half against the

@@ -2,6 +2,7 @@ package dev.svc.android
 
 import java.util.concurrent.ConcurrentHashMap
 import kotlinx.coroutines.CompletableDeferred
+import kotlinx.coroutines.delay
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
 import okhttp3.OkHttpClient
@@ -16,6 +17,7 @@ object AndroidBench {
     private const val WARMUP = 30
     private const val MESSAGES = 300
     private const val IDLE_CLIENTS = 100
+    private const val PACE_MS = 25.0
 
     private fun client(args: Array<String>) = SvcClient(
         SvcConfig(args[1], args[2], baseUrl = args[0], heartbeatIntervalMs = 0),
@@ -64,7 +66,10 @@ object AndroidBench {
             val t0 = System.nanoTime()
             room.sendMessage("m$i")
             withTimeout(10_000) { done.await() }
-            (System.nanoTime() - t0) / 1e6
+            val ms = (System.nanoTime() - t0) / 1e6
+            // stay under the server's per-connection rate (50 frames/s)
+            delay((PACE_MS - ms).toLong().coerceAtLeast(0))
+            ms
         }.drop(WARMUP)
         c.close()
 

@@ -50,6 +50,8 @@ async function startServer() {
       DATA_DIR: dataDir,
       SVC_PUBLIC_URL: `http://127.0.0.1:${port}`,
       SVC_MEDIA: 'off',
+      // 160 connects + 200 tokens in a minute: well over a client key's default 120 requests/min
+      SVC_CLIENT_KEY_RATE_LIMIT: '100000',
       LOG_LEVEL: 'warn',
     },
     stdio: ['ignore', 'pipe', 'inherit'],

@@ -119,8 +119,16 @@ export function assignJoinRole(
     ctl.hostUserId !== null && room.participants.some((p) => p.userId === ctl.hostUserId);
   if (!hostPresent && ctl.hostUserId !== null) ctl.hostUserId = null;
   if (claims.isHost && ctl.hostUserId === null) {
+    const previousRole = roleOf(ctl, claims.userId);
     ctl.hostUserId = claims.userId;
     ctl.coHosts = ctl.coHosts.filter((u) => u !== claims.userId);
+    emit('role.changed', {
+      userId: claims.userId,
+      role: 'host',
+      previousRole,
+      by: null,
+      reason: 'JOINED',
+    });
   } else if (
     claims.isHost &&
     ctl.hostUserId !== claims.userId &&

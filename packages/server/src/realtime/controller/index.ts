@@ -152,7 +152,7 @@ export class RoomController {
       rejoining ||
       claims.isHost ||
       isAdmin(ctl, claims.userId) ||
-      (b !== null && b.allowed.includes(claims.userId))
+      b?.allowed.includes(claims.userId)
     ) {
       ctl.admitted = ctl.admitted.filter((u) => u !== claims.userId);
       return { kind: 'join' };

@@ -25,7 +25,10 @@ import type { SvcParticipant, SvcRoomOptions } from './types.ts';
 export interface SvcEmojiReaction {
   userId: string;
   emoji: string;
+  /** Server time of the reaction. */
   ts: number;
+  /** This device's time when it arrived (recency is judged on it: clocks differ). */
+  receivedAt: number;
 }
 
 /** Everything the controller mirrors, replaced as a whole on every change (never mutated). */
@@ -515,7 +518,7 @@ export class SvcRoomController {
   /** Reactions received in the last 10 s, oldest first. */
   getRecentEmojiReactions(): SvcEmojiReaction[] {
     const since = Date.now() - RECENT_REACTIONS_MS;
-    return this.#s.reactions.filter((r) => r.ts >= since);
+    return this.#s.reactions.filter((r) => r.receivedAt >= since);
   }
 
   // ---- Waiting room ------------------------------------------------------------------------
@@ -687,7 +690,9 @@ export class SvcRoomController {
       }
       case 'reaction.batch': {
         const d = data as ControllerEventData[typeof type];
-        patch = { reactions: [...s.reactions, ...d.reactions].slice(-MAX_REACTIONS) };
+        const receivedAt = Date.now();
+        const added = d.reactions.map((r) => ({ ...r, receivedAt }));
+        patch = { reactions: [...s.reactions, ...added].slice(-MAX_REACTIONS) };
         break;
       }
       case 'invitation.created': {

@@ -318,7 +318,7 @@ export interface ControllerEventData {
   'participant.state_changed': SvcParticipantState;
   'chat.message': { text: string; from: { userId: string; name: string; sid: string } };
   'typing.started': { userId: string; expiresAt: number };
-  'typing.stopped': { userId: string; reason: 'STOPPED' | 'EXPIRED' | 'SENT' | 'LEFT' };
+  'typing.stopped': { userId: string; reason: 'STOPPED' | 'EXPIRED' | 'LEFT' };
   'hand.raised': SvcRaisedHand;
   'hand.lowered': { userId: string; by: string | null };
   'poll.created': { poll: SvcPoll };

@@ -5,11 +5,14 @@ import {
   type LeaveReason,
   type RoomEventData,
   type RoomSnapshot,
+  type SvcTrackInfo,
+  type SvcTrackKind,
 } from '@svc/protocol';
 import { Channel, type ChannelClose, errorOfClose, type ServerFrame } from './channel.ts';
 import { SvcRoomController } from './controller.ts';
 import { SvcError, type SvcErrorCode } from './errors.ts';
 import { type FetchFn, RestClient } from './http.ts';
+import { MediaSession, type SvcAudioOptions, type SvcVideoOptions } from './media.ts';
 import { MutableObservable, notify, type SvcObservable } from './observable.ts';
 import { notConnected, SvcRoom } from './room.ts';
 import { defaultWebSocketFactory, type SvcWebSocketFactory } from './socket.ts';
@@ -67,6 +70,13 @@ export interface SvcClientOptions {
   heartbeatIntervalMs?: number;
   /** Random numbers in [0, 1) for the jitter (Math.random). */
   random?: () => number;
+  /**
+   * Subscribe to every remote track as soon as it is published (default true). When false, call
+   * `subscribe(trackId)` for the tracks you want.
+   */
+  autoSubscribe?: boolean;
+  /** `relay` forces every PeerConnection through the TURN servers the server gives (default `all`). */
+  iceTransportPolicy?: 'all' | 'relay';
 }
 
 /** Errors that a later attempt may not meet: anything else ends reconnection at once. */
@@ -182,6 +192,22 @@ export class SvcClient {
   onWaitingForHost?: (reason: 'NO_HOST' | 'APPROVAL') => void;
   /** A host changed the room's metadata. */
   onRoomMetadataChanged?: (metadata: string | null) => void;
+  /** A participant (this client included) started publishing a track. */
+  onMediaStarted?: (
+    participant: SvcParticipant | null,
+    track: SvcTrackInfo,
+    kind: SvcTrackKind,
+  ) => void;
+  /** A participant's track stopped (unpublished, left, or lost by the server and republished). */
+  onMediaStopped?: (
+    participant: SvcParticipant | null,
+    track: SvcTrackInfo,
+    kind: SvcTrackKind,
+  ) => void;
+  /** A track was muted or unmuted (`track.muted`). */
+  onMediaMuted?: (participant: SvcParticipant | null, track: SvcTrackInfo) => void;
+  /** A media operation the client did by itself (auto-subscribe, republish) failed. */
+  onMediaError?: (error: SvcError) => void;
 
   /** The room controller of the current room (roles, chat, hands, polls…). */
   readonly controller: SvcRoomController;
@@ -195,6 +221,9 @@ export class SvcClient {
   #factory: SvcWebSocketFactory | undefined;
   #run: Run | null = null;
   #room: SvcRoom | null = null;
+  #media: MediaSession | null = null;
+  readonly #autoSubscribe: boolean;
+  readonly #iceTransportPolicy: 'all' | 'relay';
   #lastError: SvcError | null = null;
 
   constructor(
@@ -212,6 +241,8 @@ export class SvcClient {
     this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? 15_000;
     this.#random = options.random ?? Math.random;
     this.controller = new SvcRoomController(this);
+    this.#autoSubscribe = options.autoSubscribe !== false;
+    this.#iceTransportPolicy = options.iceTransportPolicy ?? 'all';
   }
 
   // ---- State -------------------------------------------------------------------------------
@@ -383,11 +414,71 @@ export class SvcClient {
     if (wasInRoom) notify(this.onDisconnected, 'CLIENT_DISCONNECT');
   }
 
+  // ---- Media -------------------------------------------------------------------------------
+
+  #needMedia(): MediaSession {
+    if (!this.#media || !this.#room) throw notConnected();
+    return this.#media;
+  }
+
+  /**
+   * Captures the camera (getUserMedia) and publishes it; resolves with the track id once the
+   * server has answered. Rejects with `media_permission_denied`, `media_device_not_found`,
+   * `media_device_failed`, `media_not_supported` (no WebRTC here), or the server's code
+   * (`media_not_allowed` in an AUDIO_CONFERENCE or for a LIVE_STREAMING viewer,
+   * `media_unavailable`). A no-op when the camera is already on.
+   */
+  async enableCamera(options: SvcVideoOptions = {}): Promise<string | null> {
+    return this.#needMedia().enable('camera', options);
+  }
+
+  /** Stops publishing the camera and releases it. */
+  async disableCamera(): Promise<void> {
+    await this.#media?.disable('camera');
+  }
+
+  /** Captures the microphone and publishes it (errors as enableCamera). */
+  async enableMicrophone(options: SvcAudioOptions = {}): Promise<string | null> {
+    return this.#needMedia().enable('microphone', options);
+  }
+
+  /** Stops publishing the microphone and releases it. */
+  async disableMicrophone(): Promise<void> {
+    await this.#media?.disable('microphone');
+  }
+
+  /** Mutes or unmutes the published microphone without renegotiation (others see media.muted). */
+  async setMicrophoneMuted(muted: boolean): Promise<void> {
+    await this.#media?.setMuted('microphone', muted);
+  }
+
+  /** Captures a screen (getDisplayMedia) and publishes it as `screen` (errors as enableCamera). */
+  async enableScreenShare(options: SvcVideoOptions = {}): Promise<string | null> {
+    return this.#needMedia().enable('screen', options);
+  }
+
+  /** Stops the screen share. */
+  async disableScreenShare(): Promise<void> {
+    await this.#media?.disable('screen');
+  }
+
+  /** Subscribes to a remote track (only needed with `autoSubscribe: false`). */
+  async subscribe(trackId: string): Promise<void> {
+    await this.#needMedia().subscribe(trackId);
+  }
+
+  /** Stops receiving a remote track. */
+  async unsubscribe(trackId: string): Promise<void> {
+    await this.#media?.unsubscribe(trackId);
+  }
+
   // ---- Internals ---------------------------------------------------------------------------
 
   /** Marks the run over and releases its timers; the caller sets the state. */
   #stop(run: Run) {
     run.ended = true;
+    this.#media?.close();
+    this.#media = null;
     if (run.heartbeat) clearInterval(run.heartbeat);
     run.wake?.();
     if (this.#run === run) this.#run = null;
@@ -525,19 +616,23 @@ export class SvcClient {
           for (const p of left) notify(this.onUserLeft, p, undefined);
           for (const p of joined) notify(this.onUserJoined, p);
         } else {
-          this.#room = new SvcRoom(snapshot, {
-            request: (type, data) => {
+          const transport = {
+            request: (type: string, data: unknown) => {
               const channel = run.channel;
               if (!channel?.isOpen || run.ended) return Promise.reject(notConnected());
               return channel.request(type, data);
             },
-          });
+          };
+          this.#room = new SvcRoom(snapshot, transport);
+          this.#media = this.#newMedia(transport);
+          this.#room.media = this.#media;
         }
         this.controller._snapshot(
           snapshot.controller as ControllerSnapshot | undefined,
           run.lastSeq,
           run.options,
         );
+        this.#media?.applySnapshot(snapshot.self.sid, snapshot.media);
         handshake.established('joined');
         return;
       }
@@ -555,6 +650,11 @@ export class SvcClient {
       case 'session.closed':
       case 'error':
         return;
+      case 'media.trickle': {
+        const d = frame.data as { id: string; candidate: Record<string, unknown> | null };
+        this.#media?.applyTrickle(d.id, d.candidate);
+        return;
+      }
     }
     if (typeof frame.seq !== 'number' || !this.#room) return;
     if (frame.seq <= run.lastSeq) return;
@@ -603,6 +703,17 @@ export class SvcClient {
         run.endReason = 'ROOM_DELETED';
         return;
     }
+    if (type.startsWith('media.')) this.#media?.applyEvent(type, frame.data);
+  }
+
+  #newMedia(transport: { request(type: string, data: unknown): Promise<Record<string, unknown>> }) {
+    const who = (track: SvcTrackInfo) => this.#room?.getParticipant(track.sid) ?? null;
+    return new MediaSession(transport, this.#autoSubscribe, this.#iceTransportPolicy, {
+      started: (track) => notify(this.onMediaStarted, who(track), track, track.kind),
+      stopped: (track) => notify(this.onMediaStopped, who(track), track, track.kind),
+      muted: (track) => notify(this.onMediaMuted, who(track), track),
+      failed: (err) => notify(this.onMediaError, asSvcError(err)),
+    });
   }
 
   #onChannelClosed(run: Run, channel: Channel, close: ChannelClose) {

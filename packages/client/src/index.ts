@@ -22,6 +22,13 @@ export {
   SvcError,
   type SvcErrorCode,
 } from './errors.ts';
+export type {
+  SvcAudioOptions,
+  SvcLocalTrack,
+  SvcMediaStreamTrack,
+  SvcRemoteTrack,
+  SvcVideoOptions,
+} from './media.ts';
 export type { SvcObservable } from './observable.ts';
 export { SvcRoom } from './room.ts';
 export type { SvcWebSocket, SvcWebSocketFactory } from './socket.ts';

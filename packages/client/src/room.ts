@@ -1,5 +1,6 @@
-import type { RoomSnapshot } from '@svc/protocol';
+import type { RoomSnapshot, SvcTrackInfo } from '@svc/protocol';
 import { SvcError } from './errors.ts';
+import type { MediaSession, SvcLocalTrack, SvcRemoteTrack } from './media.ts';
 import type { SvcParticipant, SvcRoomInfo } from './types.ts';
 
 /** What a room handle needs from its client: a way to send requests on the live channel. */
@@ -48,6 +49,24 @@ export class SvcRoom {
   /** Everyone in the room except this client. */
   get remoteParticipants(): SvcParticipant[] {
     return this.participants.filter((p) => p.sid !== this.#self.sid);
+  }
+
+  /** @internal Set by SvcClient. */
+  media: MediaSession | null = null;
+
+  /** Every published track in the room (this client's included), in the server's order. */
+  get tracks(): SvcTrackInfo[] {
+    return this.media?.tracks ?? [];
+  }
+
+  /** The tracks this client publishes. */
+  get localTracks(): SvcLocalTrack[] {
+    return this.media?.localTracks ?? [];
+  }
+
+  /** Others' tracks, with the received media once subscribed. */
+  get remoteTracks(): SvcRemoteTrack[] {
+    return this.media?.remoteTracks ?? [];
   }
 
   /** The participant with this session id, if present. */

@@ -1,7 +1,7 @@
 import { type Static, type TSchema, Type } from '@sinclair/typebox';
 
 /**
- * The room controller's wire contract (docs/room-controller.md, docs/realtime-protocol.md §8):
+ * The room controller's wire contract (docs/room-controller.md, docs/realtime-protocol.md §9):
  * the requests a participant sends over the signaling channel, the room events the server answers
  * with, and the `controller` part of the join snapshot. Every rule is decided by the server; the
  * client libraries send requests and mirror the state these events describe.

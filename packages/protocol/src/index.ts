@@ -3,6 +3,7 @@ export * from './common.ts';
 export * from './controller.ts';
 export * from './errors.ts';
 export * from './links.ts';
+export * from './media.ts';
 export * from './products.ts';
 export * from './realtime.ts';
 export * from './verify.ts';

@@ -1,5 +1,11 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { PageMeta, PageQuery, Timestamp } from './common.ts';
+import {
+  MEDIA_REQUEST_TYPES,
+  type MediaEventData,
+  MediaSnapshotSchema,
+  type MediaTrickleFrameData,
+} from './media.ts';
 
 /**
  * The Realtime wire contract: REST bodies (API.md, Realtime) and the signaling channel
@@ -83,6 +89,13 @@ export const SvcRoomOptionsSchema = Type.Object(
     canJoinWithNoHost: Type.Optional(Type.Boolean()),
     /** Metadata for the room when this request creates it; ignored if the room exists. */
     roomMetadata: Type.Optional(MetadataSchema),
+    /**
+     * When false, this participant may not publish media (the room's liveType may narrow it
+     * further: AUDIO_CONFERENCE publishes audio only, LIVE_STREAMING only hosts). Default true.
+     */
+    canPublish: Type.Optional(Type.Boolean()),
+    /** When false, this participant may not subscribe to others' media. Default true. */
+    canSubscribe: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );
@@ -191,6 +204,10 @@ export interface RealtimeTokenClaims {
   avatarUrl?: string;
   host: boolean;
   canJoinWithNoHost: boolean;
+  /** Absent means true (tokens issued before media existed). */
+  canPublish?: boolean;
+  /** Absent means true. */
+  canSubscribe?: boolean;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -333,6 +350,7 @@ export const CLIENT_REQUEST_TYPES = [
   'message.send',
   'room.update_metadata',
   'ping',
+  ...MEDIA_REQUEST_TYPES,
 ] as const;
 export type ClientRequestType = (typeof CLIENT_REQUEST_TYPES)[number] | `app.${string}`;
 
@@ -396,6 +414,8 @@ export const RoomSnapshotSchema = Type.Object({
   departureGraceMs: Type.Integer(),
   /** The room controller's state (ControllerSnapshot in controller.ts). */
   controller: Type.Optional(Type.Unknown()),
+  /** Media: engine availability, ICE servers, this participant's permissions, the room's tracks. */
+  media: MediaSnapshotSchema,
 });
 export type RoomSnapshot = Static<typeof RoomSnapshotSchema>;
 
@@ -411,10 +431,12 @@ export interface SessionFrameData {
   'session.admitted': Record<string, never>;
   /** The server ends this session; a close with `closeCode` follows. */
   'session.closed': { reason: LeaveReason; code: string; closeCode: number; message?: string };
+  /** A server-side ICE candidate for one of this client's PeerConnections (media.ts). */
+  'media.trickle': MediaTrickleFrameData;
 }
 
-/** Room events' `data`. */
-export interface RoomEventData {
+/** Room events' `data` (media events: media.ts). */
+export interface RoomEventData extends MediaEventData {
   'participant.joined': { participant: SvcParticipantInfo };
   'participant.left': { participant: SvcParticipantInfo; reason: LeaveReason };
   /** `sender` is the participant (socket) or the user named by the REST call (`viaApi: true`). */
@@ -443,5 +465,8 @@ export const ROOM_EVENT_TYPES: RoomEventType[] = [
   'room.metadata_changed',
   'room.deleted',
   'room.ended',
+  'media.started',
+  'media.stopped',
+  'media.muted',
 ];
 export type SessionFrameType = keyof SessionFrameData;

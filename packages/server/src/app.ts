@@ -21,6 +21,7 @@ import { Metrics } from './http/metrics.ts';
 import { installOpenApi } from './http/openapi.ts';
 import { installErrorHandling, sendProblem } from './http/problem.ts';
 import { linksPlugin } from './links/plugin.ts';
+import type { MediaService } from './media/service.ts';
 import { realtimePlugin } from './realtime/plugin.ts';
 import { resolveServerSecret } from './secret.ts';
 import { openSharedState, type SharedState } from './state/index.ts';
@@ -49,6 +50,10 @@ export interface Services {
   adminGuard: onRequestAsyncHookHandler;
   /** Public GET paths answered from memory ahead of Fastify (the short-link redirect). */
   front: FastFront;
+  /** Optional parts' state for /readyz details (e.g. `media`); they never make it fail. */
+  readiness: Map<string, () => object>;
+  /** The media area, set by the Realtime plugin (tests read its engine and handles). */
+  media: MediaService | null;
 }
 
 declare module 'fastify' {
@@ -135,6 +140,8 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     secret: options.secret ?? resolveServerSecret(config),
     adminGuard: adminTokenHook(options.adminToken),
     front,
+    readiness: new Map(),
+    media: null,
   };
 
   const logger = loggerOptions(config.logLevel);
@@ -211,7 +218,9 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
         `store: ${storeOk ? 'ok' : 'down'}, shared state: ${stateOk ? 'ok' : 'down'}`,
       );
     }
-    return { status: 'ready', store: store.dialect, sharedState: state.kind };
+    const details: Record<string, object> = {};
+    for (const [name, read] of services.readiness) details[name] = read();
+    return { status: 'ready', store: store.dialect, sharedState: state.kind, ...details };
   });
   app.get('/metrics', { schema: { hide: true } }, async (_request, reply) =>
     reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { loadMediaConfig, type MediaConfig } from './media/config.ts';
 import { loadRealtimeConfig, type RealtimeConfig } from './realtime/config.ts';
 import { loadSmsSenderConfig, type SmsSenderConfig } from './verify/sms-config.ts';
 
@@ -65,6 +66,8 @@ export interface Config {
   smsSender: SmsSenderConfig;
   /** Realtime settings (`SVC_REALTIME_*`, see realtime/config.ts). */
   realtime: RealtimeConfig;
+  /** Media settings (`SVC_MEDIA*`, `SVC_JANUS_*`, `SVC_ICE_SERVERS`, `SVC_TURN_*`, see media/config.ts). */
+  media: MediaConfig;
 }
 
 export class ConfigError extends Error {}
@@ -172,5 +175,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       throw new ConfigError(message);
     }),
     realtime: loadRealtimeConfig(env),
+    media: loadMediaConfig(env, path.resolve(env.DATA_DIR || './data')),
   };
 }

@@ -160,7 +160,13 @@ export async function startTestServer(
   const fresh = await freshStore(backend.db);
   const shared = freshState(backend.state);
   const adminToken = `admin_${randomBytes(16).toString('hex')}`;
-  const config = loadConfig({ LOG_LEVEL: 'info', SVC_BOOTSTRAP: 'false', ...options.env });
+  // Media is off unless a test asks for it (a Janus per test server would cost every suite).
+  const config = loadConfig({
+    LOG_LEVEL: 'info',
+    SVC_BOOTSTRAP: 'false',
+    SVC_MEDIA: 'off',
+    ...options.env,
+  });
   const logs = new LogCapture();
   const app = await buildApp({
     config,

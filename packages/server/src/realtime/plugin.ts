@@ -1,7 +1,9 @@
 import websocket from '@fastify/websocket';
 import { MAX_FRAME_BYTES } from '@svc/protocol';
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyBaseLogger, FastifyPluginAsync } from 'fastify';
 import type { Services } from '../app.ts';
+import { JanusEngine, type MediaEngine } from '../media/engine.ts';
+import { MediaService } from '../media/service.ts';
 import { RedisState } from '../state/redis.ts';
 import { MemoryRoomStore, type RoomStore } from './room-store.ts';
 import { RedisRoomStore } from './room-store-redis.ts';
@@ -23,15 +25,30 @@ export const realtimePlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
       : new MemoryRoomStore(now, cfg.replayBuffer);
   const rooms = new RoomService(svc, store, cfg, svc.state.kind === 'redis');
   const hub = new SignalingHub(svc, rooms, store, cfg, app.log);
+  const media = new MediaService(
+    createEngine(svc, app.log),
+    svc.config.media,
+    rooms,
+    store,
+    hub.nodeId,
+    now,
+    app.log,
+    (rid, sid, frame) => hub.sendToSid(rid, sid, frame),
+  );
+  hub.media = media;
+  svc.readiness.set('media', () => media.health());
+  svc.media = media;
 
   app.addHook('onReady', async () => {
     await rooms.reviveOpenRooms();
+    media.reportIfOff();
   });
   // Before @fastify/websocket's own preClose: sessions enter their grace period, then sockets close.
   app.addHook('preClose', async () => {
     await hub.close();
   });
   app.addHook('onClose', async () => {
+    await media.close();
     await store.close();
   });
   await app.register(websocket, { options: { maxPayload: MAX_FRAME_BYTES } });
@@ -41,3 +58,16 @@ export const realtimePlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
   );
   await app.register(realtimeRoutes, { prefix: '/v1', rooms });
 };
+
+/** The media engine the configuration asks for, or null when media is off. */
+function createEngine(svc: Services, log: FastifyBaseLogger): MediaEngine | null {
+  const cfg = svc.config.media;
+  if (cfg.mode === 'off') return null;
+  if (cfg.janusUrls.length > 0) {
+    const engine = new JanusEngine(cfg.janusUrls[0]!, null, log);
+    void engine.ready(1).catch(() => {});
+    return engine;
+  }
+  if (cfg.janusBinary && cfg.janusModulesDir) return JanusEngine.embedded(cfg, log);
+  return null;
+}

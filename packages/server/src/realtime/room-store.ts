@@ -1,5 +1,15 @@
-import type { SvcLiveType } from '@svc/protocol';
+import type { SvcLiveType, SvcTrackInfo } from '@svc/protocol';
 import type { ControllerState } from './controller/state.ts';
+
+/** A published track as the shared state keeps it: the wire form plus where its media lives. */
+export interface LiveTrack extends SvcTrackInfo {
+  /** The SFU's id of the publisher (a Janus VideoRoom feed id). */
+  feedId: number;
+  /** The media line of the publisher's stream in the SFU (for server-side mute). */
+  mid: string;
+  /** The node holding the publisher's SFU handle. */
+  nodeId: string;
+}
 
 /** A participant as the shared state keeps it (the wire form drops the secrets). */
 export interface LiveParticipant {
@@ -39,6 +49,8 @@ export interface LiveRoom {
   startedAtMs: number | null;
   /** The room controller's state (roles, hands, polls…); created on first use. */
   controller?: ControllerState;
+  /** Published tracks, in publish order (absent in rooms stored before media existed). */
+  tracks?: LiveTrack[];
 }
 
 /** An event to append to a room's log. `data` is serialised once, by the store. */

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import {
   type LeaveReason,
+  type MediaSnapshot,
   REALTIME_TOKEN_AUDIENCE,
   type RoomSnapshot,
   type SendMessageBody,
@@ -10,6 +11,8 @@ import {
   type SvcRoomOptions,
   type SvcRoomStatus,
   type SvcTokenResponse,
+  type SvcTrackInfo,
+  type TrackStopReason,
 } from '@svc/protocol';
 import type { Services } from '../app.ts';
 import { ApiError } from '../http/problem.ts';
@@ -25,6 +28,7 @@ import { controllerOf } from './controller/state.ts';
 import type {
   LiveParticipant,
   LiveRoom,
+  LiveTrack,
   NewRoomEvent,
   RoomStore,
   RoomTx,
@@ -42,8 +46,33 @@ export interface RoomClaims {
   avatarUrl?: string;
   isHost: boolean;
   canJoinWithNoHost: boolean;
+  /** The token's media narrowing (true when the token does not say). */
+  canPublish: boolean;
+  canSubscribe: boolean;
   expiresAtMs: number;
 }
+
+/** Builds the media part of a join snapshot (the media area provides it). */
+export type MediaSnapshotBuilder = (room: LiveRoom, claims: RoomClaims) => MediaSnapshot;
+
+/** The wire form of a stored track. */
+export function trackInfo(t: LiveTrack): SvcTrackInfo {
+  return {
+    trackId: t.trackId,
+    sid: t.sid,
+    userId: t.userId,
+    kind: t.kind,
+    source: t.source,
+    muted: t.muted,
+  };
+}
+
+const NO_MEDIA: MediaSnapshotBuilder = () => ({
+  available: false,
+  iceServers: [],
+  permissions: { canPublishSources: [], canSubscribe: false },
+  tracks: [],
+});
 
 export type JoinResult =
   | { kind: 'joined'; snapshot: RoomSnapshot; lastSeq: number; sid: string }
@@ -144,6 +173,9 @@ export class RoomService implements ControllerRooms {
   ) {
     this.controller = new RoomController(svc, store, cfg.controller);
   }
+
+  /** The media area sets this; without it snapshots say media is unavailable. */
+  mediaSnapshot: MediaSnapshotBuilder = NO_MEDIA;
 
   private get now() {
     return this.svc.clock.now();
@@ -408,6 +440,8 @@ export class RoomService implements ControllerRooms {
         ...(p.avatarUrl !== undefined ? { avatarUrl: p.avatarUrl } : {}),
         host: p.isHost === true,
         canJoinWithNoHost: o.canJoinWithNoHost !== false,
+        ...(o.canPublish === false ? { canPublish: false } : {}),
+        ...(o.canSubscribe === false ? { canSubscribe: false } : {}),
       },
       {
         audience: REALTIME_TOKEN_AUDIENCE,
@@ -542,6 +576,7 @@ export class RoomService implements ControllerRooms {
           participants: room.participants.map(participantInfo),
           departureGraceMs: this.cfg.departureGraceMs,
           controller,
+          media: this.mediaSnapshot(room, claims),
         },
       };
     });
@@ -607,11 +642,21 @@ export class RoomService implements ControllerRooms {
   ): DomainRecord[] {
     room.participants = room.participants.filter((p) => !leaving.includes(p));
     if (room.participants.length === 0) room.emptySinceMs = this.now;
+    // A leaving participant's tracks stop first, so nobody sees a track of someone who left.
+    const sids = new Set(leaving.map((p) => p.sid));
+    const stopped = (room.tracks ?? []).filter((t) => sids.has(t.sid));
+    room.tracks = (room.tracks ?? []).filter((t) => !sids.has(t.sid));
     const records = leaving.map((p) => ({
       type: 'participant.left' as const,
       data: { participant: participantInfo(p), reason, ...extra },
     }));
-    out.events.push(...records);
+    out.events.push(
+      ...stopped.map((t) => ({
+        type: 'media.stopped',
+        data: { track: trackInfo(t), reason: 'LEFT' },
+      })),
+      ...records,
+    );
     this.controller.left(room, leaving, out);
     return records;
   }
@@ -665,6 +710,79 @@ export class RoomService implements ControllerRooms {
       );
       return events[0]!.seq;
     });
+  }
+
+  // ---- Media commands (the media area calls these; the SFU work happens outside the lock) -----
+
+  /** Adds a published track; null when the publisher is no longer in the room. */
+  async addTrack(rid: string, track: LiveTrack) {
+    return this.store.withLock(rid, async (tx) => {
+      const room = await tx.load();
+      if (!room?.participants.some((p) => p.sid === track.sid)) return null;
+      room.tracks = [...(room.tracks ?? []), track];
+      const { events } = await tx.commit(
+        room,
+        [{ type: 'media.started', data: { track: trackInfo(track) } }],
+        this.dueAt(room),
+      );
+      return events[0]!.seq;
+    });
+  }
+
+  /**
+   * Removes tracks: those of `trackIds` (only the ones published by `ownerSid` when it is given)
+   * with media.stopped `reason` each. Returns the removed tracks.
+   */
+  async removeTracks(
+    rid: string,
+    select: (t: LiveTrack) => boolean,
+    reason: TrackStopReason,
+  ): Promise<LiveTrack[]> {
+    return this.store.withLock(rid, async (tx) => {
+      const room = await tx.load();
+      const removed = (room?.tracks ?? []).filter(select);
+      if (!room || removed.length === 0) return [];
+      room.tracks = (room.tracks ?? []).filter((t) => !removed.includes(t));
+      await tx.commit(
+        room,
+        removed.map((t) => ({ type: 'media.stopped', data: { track: trackInfo(t), reason } })),
+        this.dueAt(room),
+      );
+      return removed;
+    });
+  }
+
+  /**
+   * Sets a track's muted flag (media.muted, `by` = who). With `ownerSid`, only that participant's
+   * own track qualifies. Null when there is no such track; the seq otherwise.
+   */
+  async setTrackMuted(
+    rid: string,
+    trackId: string,
+    muted: boolean,
+    by: string,
+    ownerSid: string | null,
+  ) {
+    return this.store.withLock(rid, async (tx) => {
+      const room = await tx.load();
+      const track = room?.tracks?.find(
+        (t) => t.trackId === trackId && (ownerSid === null || t.sid === ownerSid),
+      );
+      if (!room || !track) return null;
+      track.muted = muted;
+      const { events } = await tx.commit(
+        room,
+        [{ type: 'media.muted', data: { track: trackInfo(track), by } }],
+        this.dueAt(room),
+      );
+      return { seq: events[0]!.seq, track: { ...track } };
+    });
+  }
+
+  /** A track of the room, read without the lock. */
+  async findTrack(rid: string, trackId: string) {
+    const room = await this.store.peek(rid);
+    return room?.tracks?.find((t) => t.trackId === trackId) ?? null;
   }
 
   /** Ends grace periods and empty rooms that are due. Safe to run on every node at once. */

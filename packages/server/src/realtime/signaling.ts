@@ -7,6 +7,13 @@ import {
   ERROR_CODES,
   type ErrorCode,
   type LeaveReason,
+  MediaAnswerDataSchema,
+  MediaMuteDataSchema,
+  MediaPublishDataSchema,
+  MediaSubscribeDataSchema,
+  MediaTrickleDataSchema,
+  MediaUnpublishDataSchema,
+  MediaUnsubscribeDataSchema,
   MessageSendDataSchema,
   PingDataSchema,
   REALTIME_TOKEN_AUDIENCE,
@@ -18,6 +25,7 @@ import {
 import type { FastifyBaseLogger } from 'fastify';
 import type { WebSocket } from 'ws';
 import type { Services } from '../app.ts';
+import { MediaRequestError, type MediaService } from '../media/service.ts';
 import type { RealtimeConfig } from './config.ts';
 import { qualityFromRtt } from './controller/quality.ts';
 import type { RoomStore, StoredRoomEvent } from './room-store.ts';
@@ -31,6 +39,13 @@ const validators: Record<string, ReturnType<typeof compile>> = {
   'message.send': compile(MessageSendDataSchema),
   'room.update_metadata': compile(RoomUpdateMetadataDataSchema),
   ping: compile(PingDataSchema),
+  'media.publish': compile(MediaPublishDataSchema),
+  'media.unpublish': compile(MediaUnpublishDataSchema),
+  'media.mute': compile(MediaMuteDataSchema),
+  'media.subscribe': compile(MediaSubscribeDataSchema),
+  'media.answer': compile(MediaAnswerDataSchema),
+  'media.unsubscribe': compile(MediaUnsubscribeDataSchema),
+  'media.trickle': compile(MediaTrickleDataSchema),
 };
 
 const TEXT_FRAME = { binary: false } as const;
@@ -131,6 +146,8 @@ export class SignalingHub {
   private qualityTimer: NodeJS.Timeout;
   private sweeping = false;
   private closed = false;
+  /** The media area, once the plugin has built it (media requests need it). */
+  media: MediaService | null = null;
 
   constructor(
     private svc: Services,
@@ -208,6 +225,8 @@ export class SignalingHub {
       ...(typeof p.avatarUrl === 'string' ? { avatarUrl: p.avatarUrl } : {}),
       isHost: p.host === true,
       canJoinWithNoHost: p.canJoinWithNoHost !== false,
+      canPublish: p.canPublish !== false,
+      canSubscribe: p.canSubscribe !== false,
       expiresAtMs: typeof p.exp === 'number' ? p.exp * 1000 : 0,
     };
     if (!claims.projectId || !claims.roomName || !claims.rid || !claims.userId) {
@@ -403,6 +422,18 @@ export class SignalingHub {
       );
       if (!ev) return this.sendError(conn, r.id, 'not_joined');
       return this.sendAck(conn, r.id, { seq: ev.seq });
+    }
+    if (r.type.startsWith('media.')) {
+      if (!this.media) return this.sendError(conn, r.id, 'media_unavailable');
+      try {
+        const ack = await this.media.handle({ claims, sid }, r.type, r.data);
+        if (isClosed(conn)) return;
+        return this.sendAck(conn, r.id, ack);
+      } catch (err) {
+        if (err instanceof MediaRequestError)
+          return this.sendError(conn, r.id, err.code, err.message);
+        throw err;
+      }
     }
     if (r.type === 'room.update_metadata') {
       const seq = await this.rooms.updateMetadata(
@@ -779,6 +810,14 @@ export class SignalingHub {
           this.log.warn({ err }, 'realtime: reporting network quality failed');
         });
       }
+    }
+  }
+
+  /** Sends a frame to the joined socket of `sid` in room `rid`, when it is on this node. */
+  sendToSid(rid: string, sid: string, frame: string) {
+    const f = this.followers.get(rid);
+    for (const conn of f?.conns ?? []) {
+      if (conn.sid === sid && conn.state === 'joined') this.send(conn, frame);
     }
   }
 

@@ -2,12 +2,14 @@ import { type CommandGroup, refuse } from './command.ts';
 import { mediaOf, participantByUser } from './state.ts';
 
 /**
- * What the media engine must do for moderation to hold against a client that ignores it
- * (Janus VideoRoom `moderate`). Until the media plane provides one, the controller keeps and
- * announces the state only, and compliant clients apply it.
+ * What the media plane does for moderation to hold against a client that ignores it: mute (or
+ * lift the mute of) every audio track a user publishes, in the SFU (Janus VideoRoom `moderate`),
+ * so subscribers stop receiving it whatever the publisher sends. Set by the realtime plugin from
+ * the media service; without a media engine the controller keeps and announces the state only.
  */
 export interface MediaModeration {
-  setAudioMuted(rid: string, userId: string, muted: boolean): Promise<void>;
+  /** `bySid`: the session that decided (it is `by` in the resulting `media.muted` events). */
+  setAudioMuted(rid: string, userId: string, muted: boolean, bySid: string): Promise<void>;
 }
 
 /**
@@ -25,7 +27,12 @@ export function mediaCommands(engine: () => MediaModeration | null): CommandGrou
         if (data.microphoneMuted === false && m.microphoneMuted && !m.selfUnmuteAllowed) {
           return refuse('self_unmute_not_allowed');
         }
+        const lift = data.microphoneMuted === false && m.microphoneMuted;
         if (data.microphoneMuted !== undefined) m.microphoneMuted = data.microphoneMuted;
+        const e = engine();
+        // Unmuting oneself (allowed) also lifts a moderator's mute in the SFU.
+        const self = ctx.actor?.sid ?? '';
+        if (lift && e) ctx.after(() => e.setAudioMuted(ctx.room.rid, m.userId, false, self));
         if (data.cameraEnabled !== undefined) m.cameraEnabled = data.cameraEnabled;
         if (data.screenShareEnabled !== undefined) m.screenShareEnabled = data.screenShareEnabled;
         ctx.emit('media.state_changed', { ...m, by: null });
@@ -41,7 +48,7 @@ export function mediaCommands(engine: () => MediaModeration | null): CommandGrou
         m.microphoneMuted = true;
         ctx.emit('media.state_changed', { ...m, by: ctx.claims.userId });
         const e = engine();
-        if (e) ctx.after(() => e.setAudioMuted(ctx.room.rid, userId, true));
+        if (e) ctx.after(() => e.setAudioMuted(ctx.room.rid, userId, true, ctx.actor?.sid ?? ''));
         return {};
       },
     },
@@ -67,7 +74,7 @@ export function mediaCommands(engine: () => MediaModeration | null): CommandGrou
           const m = mediaOf(ctx.ctl, p.userId);
           m.microphoneMuted = true;
           m.selfUnmuteAllowed = allowSelfUnmute;
-          if (e) ctx.after(() => e.setAudioMuted(ctx.room.rid, p.userId, true));
+          if (e) ctx.after(() => e.setAudioMuted(ctx.room.rid, p.userId, true, ctx.actor?.sid ?? ''));
         }
         ctx.emit('media.all_muted', { allowSelfUnmute, by: ctx.claims.userId });
         return {};

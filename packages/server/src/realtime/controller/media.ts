@@ -74,7 +74,8 @@ export function mediaCommands(engine: () => MediaModeration | null): CommandGrou
           const m = mediaOf(ctx.ctl, p.userId);
           m.microphoneMuted = true;
           m.selfUnmuteAllowed = allowSelfUnmute;
-          if (e) ctx.after(() => e.setAudioMuted(ctx.room.rid, p.userId, true, ctx.actor?.sid ?? ''));
+          if (e)
+            ctx.after(() => e.setAudioMuted(ctx.room.rid, p.userId, true, ctx.actor?.sid ?? ''));
         }
         ctx.emit('media.all_muted', { allowSelfUnmute, by: ctx.claims.userId });
         return {};

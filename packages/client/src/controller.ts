@@ -817,6 +817,11 @@ export class SvcRoomController {
     if (!this.autoJoinBreakoutRooms || !main) return;
     const target = breakoutId === null ? main : { ...main, roomName };
     if (target.roomName === this.host.room?.name) return;
-    queueMicrotask(() => void this.host.connect(target).catch(() => {}));
+    // A switch that fails (e.g. the breakout room closed meanwhile) falls back to the main room.
+    queueMicrotask(() => {
+      this.host.connect(target).catch(() => {
+        if (target !== main) void this.host.connect(main).catch(() => {});
+      });
+    });
   }
 }

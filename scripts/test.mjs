@@ -13,7 +13,8 @@ for (const pkg of fs.readdirSync(path.join(root, 'packages'))) {
   if (!fs.existsSync(dir)) continue;
   for (const entry of fs.readdirSync(dir, { recursive: true })) {
     const file = path.join(dir, String(entry));
-    if (file.endsWith('.test.ts') && filters.every((f) => file.includes(f)))
+    // Filters match the path from the repository root (a checkout's own path may contain them).
+    if (file.endsWith('.test.ts') && filters.every((f) => path.relative(root, file).includes(f)))
       files.push(path.relative(root, file));
   }
 }

@@ -343,9 +343,20 @@ export class MediaSession {
     }
   }
 
-  #republish(pub: Publication) {
-    if (this.#closed) return;
-    this.#publish(pub).catch((err) => this.events.failed(err));
+  /**
+   * Publishes `pub` again; an engine that is not back yet (`media_unavailable`, `media_failed`)
+   * is retried 8 times, 250 ms doubling to 4 s.
+   */
+  #republish(pub: Publication, retry = 0) {
+    if (this.#closed || this.#pubs.get(pub.source) !== pub) return;
+    this.#publish(pub).catch((err) => {
+      const code = (err as SvcError).code;
+      if ((code === 'media_unavailable' || code === 'media_failed') && retry < 8) {
+        setTimeout(() => this.#republish(pub, retry + 1), Math.min(4000, 250 * 2 ** retry));
+        return;
+      }
+      this.events.failed(err);
+    });
   }
 
   #trickle(id: string, candidate: Record<string, unknown> | null) {

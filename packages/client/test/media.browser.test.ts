@@ -29,6 +29,7 @@ interface Remote {
   kind: string;
   framesDecoded: number;
   samples: number;
+  packets: number;
   width: number;
 }
 
@@ -179,6 +180,51 @@ describe('media in real browsers', { skip: skip ?? false, timeout: 240_000 }, ()
       'bob decodes the screen',
     );
     assert.equal(decodingVideo(r, 'alice', 'screen', 10)!.width, 1280);
+  });
+
+  test('a server-side mute stops the SFU forwarding the track, whatever the publisher does', async () => {
+    const token = await s.app.inject({
+      method: 'POST',
+      url: '/v1/realtime/token',
+      headers: { authorization: `Bearer ${s.project.serverKey}`, 'x-project-id': s.project.id },
+      payload: {
+        roomName: room,
+        liveType: 'VIDEO_CONFERENCE',
+        participant: { userId: 'moderator', name: 'm' },
+      },
+    });
+    const rid = JSON.parse(
+      Buffer.from(token.json().token.split('.')[1], 'base64url').toString(),
+    ).rid;
+    const mic = (await remote(bob)).find((t) => t.userId === 'alice' && t.source === 'microphone')!;
+    const screen = () =>
+      remote(bob).then((r) => r.find((t) => t.userId === 'alice' && t.source === 'screen')!);
+    const media = s.app.svc.media!;
+    const muted = await media.moderateTrack(rid, mic.trackId, true, 'server');
+    assert.equal(muted?.track.muted, true);
+    const at = (await remote(bob)).find((t) => t.trackId === mic.trackId)!.packets;
+    const frames = (await screen()).framesDecoded;
+    // While 40 more screen frames (2 s) arrive, the muted microphone's packets stop.
+    await waitRemote(
+      bob,
+      (r) =>
+        !!r.find(
+          (t) => t.userId === 'alice' && t.source === 'screen' && t.framesDecoded > frames + 40,
+        ),
+      'screen keeps coming',
+    );
+    const after = (await remote(bob)).find((t) => t.trackId === mic.trackId)!.packets;
+    assert.ok(after - at < 10, `muted microphone still delivered ${after - at} packets`);
+    await bob.page.waitForFunction(
+      (id) => (window as any).svcm.events.some((e: any) => e.type === 'muted' && e.trackId === id),
+      mic.trackId,
+    );
+    await media.moderateTrack(rid, mic.trackId, false, 'server');
+    await waitRemote(
+      bob,
+      (r) => !!r.find((t) => t.trackId === mic.trackId && t.packets > after + 25),
+      'unmuted microphone flows again',
+    );
   });
 
   test('disabling the camera reaches the other side as media.stopped', async () => {

@@ -67,9 +67,13 @@ export interface MediaEngine {
   detach(handleId: string): Promise<void>;
   /** The ids of the handles this engine connection holds. */
   handles(): string[];
+  /** How loaded the engine is (its number of rooms); rejects when it does not answer. */
+  load(): Promise<number>;
   /** Handle events (hangups, server-side candidates). */
   onHandleEvent: (event: HandleEvent) => void;
-  /** Called when the engine came back after being lost: every handle and room is gone. */
+  /** Called when the engine is lost (its connection dropped): every handle and room is gone. */
+  onLost: () => void;
+  /** Called when the engine came back after being lost. */
   onRestart: () => void;
   close(): Promise<void>;
 }
@@ -103,6 +107,7 @@ export class JanusEngine implements MediaEngine {
   private keepalive: NodeJS.Timeout | null = null;
   private connecting: Promise<void> | null = null;
   onHandleEvent: (event: HandleEvent) => void = () => {};
+  onLost: () => void = () => {};
   onRestart: () => void = () => {};
 
   constructor(
@@ -225,6 +230,7 @@ export class JanusEngine implements MediaEngine {
     this.state = 'down';
     this.lastError = reason;
     this.log.warn({ url: this.url, reason }, 'media: Janus lost; reconnecting');
+    this.onLost();
     // An embedded Janus reconnects when its process is back (onStart); an external one by polling.
     void this.connectLoop();
   }
@@ -427,6 +433,13 @@ export class JanusEngine implements MediaEngine {
 
   handles() {
     return [...this.live];
+  }
+
+  async load() {
+    return this.call(async () => {
+      const data = await this.controlRequest({ request: 'list' });
+      return ((data.list as unknown[]) ?? []).length;
+    });
   }
 
   async close() {

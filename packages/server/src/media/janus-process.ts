@@ -45,10 +45,33 @@ export class JanusProcess {
     return ip.includes(':') ? `[${ip}]` : ip;
   }
 
-  /** Writes the config folder and starts Janus. */
+  /** Writes the config folder and starts Janus (ending one a previous server left behind). */
   start() {
     this.writeConfig();
+    this.killOrphan();
     this.spawn();
+  }
+
+  private get pidFile() {
+    return path.join(this.cfg.janusDir, 'janus.pid');
+  }
+
+  /**
+   * A server killed without its shutdown leaves its Janus running, holding the ports. The pid
+   * file names it; it is ended only if that process still runs Janus on this config folder.
+   */
+  private killOrphan() {
+    let pid: number;
+    try {
+      pid = Number(fs.readFileSync(this.pidFile, 'utf8'));
+    } catch {
+      return;
+    }
+    if (!Number.isInteger(pid) || pid <= 1) return;
+    try {
+      const cmdline = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+      if (cmdline.includes(path.join(this.cfg.janusDir, 'conf'))) process.kill(pid, 'SIGKILL');
+    } catch {}
   }
 
   private writeConfig() {
@@ -167,7 +190,10 @@ admin: {
       }, this.restartDelayMs);
       this.restartDelayMs = Math.min(this.restartDelayMs * 2, this.cfg.restartMaxDelayMs);
     });
-    if (child.pid) this.onStart(child.pid);
+    if (child.pid) {
+      fs.writeFileSync(this.pidFile, String(child.pid));
+      this.onStart(child.pid);
+    }
   }
 
   /** Ends Janus (SIGTERM, then SIGKILL after 3 s) and stops restarting it. */

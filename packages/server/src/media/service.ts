@@ -12,7 +12,12 @@ import { newId } from '../ids.ts';
 import type { LiveRoom, LiveTrack, RoomStore, StoredRoomEvent } from '../realtime/room-store.ts';
 import { type RoomClaims, type RoomService, trackInfo } from '../realtime/rooms.ts';
 import { iceServersFor, type MediaConfig } from './config.ts';
-import { type HandleEvent, type MediaEngine, MediaEngineError } from './engine.ts';
+import {
+  type HandleEvent,
+  type MediaEngine,
+  MediaEngineError,
+  type MediaHealth,
+} from './engine.ts';
 
 /** An expected refusal of a media request: its registry code and a message for the client. */
 export class MediaRequestError extends Error {
@@ -72,6 +77,7 @@ export function engineRoomKey(rid: string) {
 
 interface Publication {
   kind: 'pub';
+  engine: string;
   id: string;
   rid: string;
   sid: string;
@@ -80,6 +86,7 @@ interface Publication {
 
 interface Subscription {
   kind: 'sub';
+  engine: string;
   id: string;
   rid: string;
   sid: string;
@@ -108,7 +115,8 @@ export class MediaService {
   private reportedOff = false;
 
   constructor(
-    private readonly engine: MediaEngine | null,
+    /** The SFU instances by key (a Janus URL, or `embedded`); empty when media is off. */
+    private readonly engines: Map<string, MediaEngine>,
     private readonly cfg: MediaConfig,
     private readonly rooms: RoomService,
     private readonly store: RoomStore,
@@ -118,22 +126,36 @@ export class MediaService {
     /** Sends a session frame to a participant's socket on this node, if it is here. */
     private readonly sendToSid: (rid: string, sid: string, frame: string) => void,
   ) {
-    if (engine) {
+    for (const [key, engine] of engines) {
       engine.onHandleEvent = (ev) => void this.onHandleEvent(ev).catch(() => {});
-      engine.onRestart = () => void this.onEngineRestart().catch(() => {});
+      engine.onRestart = () => void this.stopEngineTracks(key).catch(() => {});
+      // With other instances to move to, a lost instance's tracks stop at once (their clients
+      // publish again and land elsewhere); a lone engine's stop when it is back.
+      engine.onLost = () => {
+        if (this.engines.size > 1) void this.stopEngineTracks(key).catch(() => {});
+      };
     }
     rooms.mediaSnapshot = (room, claims) => this.snapshot(room, claims);
   }
 
   /** Says once, in the log, that media is off and how to turn it on. */
   reportIfOff() {
-    if (this.engine || this.reportedOff) return;
+    if (this.engines.size > 0 || this.reportedOff) return;
     this.reportedOff = true;
     this.log.warn({}, `media: off. ${this.health().detail}`);
   }
 
-  health() {
-    if (this.engine) return this.engine.health();
+  health(): MediaHealth {
+    const all = [...this.engines.values()].map((e) => e.health());
+    if (all.length === 1) return all[0]!;
+    if (all.length > 1) {
+      const up = all.filter((h) => h.state === 'up').length;
+      return {
+        state: up > 0 ? 'up' : 'down',
+        detail: `${up} of ${all.length} Janus instances up: ${all.map((h) => h.detail).join('; ')}`,
+        restarts: all.reduce((n, h) => n + h.restarts, 0),
+      };
+    }
     return {
       state: 'off' as const,
       detail:
@@ -146,23 +168,24 @@ export class MediaService {
 
   /** Resolves once the engine is up (tests, startup probes); rejects when media is off or after `timeoutMs`. */
   async ready(timeoutMs = 10_000) {
-    if (!this.engine) throw new MediaRequestError('media_unavailable', this.health().detail);
-    await this.engine.ready(timeoutMs);
+    if (this.engines.size === 0)
+      throw new MediaRequestError('media_unavailable', this.health().detail);
+    await Promise.all([...this.engines.values()].map((e) => e.ready(timeoutMs)));
   }
 
-  /** The engine (tests kill its process and read its admin API). */
+  /** The (first) engine (tests kill its process and read its admin API). */
   get engineForTests() {
-    return this.engine;
+    return [...this.engines.values()][0] ?? null;
   }
 
   /** The engine's handle ids held by this node (tests compare them with Janus's own count). */
   handleIds() {
-    return this.engine?.handles() ?? [];
+    return [...this.engines.values()].flatMap((e) => e.handles());
   }
 
   snapshot(room: LiveRoom, claims: RoomClaims): MediaSnapshot {
     return {
-      available: this.engine !== null,
+      available: this.engines.size > 0,
       iceServers: iceServersFor(this.cfg, claims.userId, this.now(), (secret, text) =>
         createHmac('sha1', secret).update(text).digest('base64'),
       ),
@@ -176,12 +199,46 @@ export class MediaService {
     };
   }
 
-  private needEngine(): MediaEngine {
-    if (!this.engine) throw new MediaRequestError('media_unavailable', this.health().detail);
-    if (this.engine.health().state !== 'up') {
-      throw new MediaRequestError('media_unavailable', this.engine.health().detail);
+  private isUp(key: string) {
+    return this.engines.get(key)?.health().state === 'up';
+  }
+
+  /** The engine `key` when it is up. */
+  private needEngine(key: string): MediaEngine {
+    const engine = this.engines.get(key);
+    if (!engine) throw new MediaRequestError('media_unavailable', this.health().detail);
+    if (engine.health().state !== 'up') {
+      throw new MediaRequestError('media_unavailable', engine.health().detail);
     }
-    return this.engine;
+    return engine;
+  }
+
+  /**
+   * Where the room's media goes: its placed instance while that answers, else the least loaded
+   * instance that answers (placed in the room's state so every node routes the room there).
+   */
+  private async placement(rid: string): Promise<string> {
+    const up = [...this.engines.keys()].filter((k) => this.isUp(k));
+    if (up.length === 0) throw new MediaRequestError('media_unavailable', this.health().detail);
+    if (this.engines.size === 1) return up[0]!;
+    const room = await this.store.peek(rid);
+    if (room?.mediaEngine && up.includes(room.mediaEngine)) return room.mediaEngine;
+    const loads = await Promise.all(
+      up.map((k) =>
+        this.engines
+          .get(k)!
+          .load()
+          .then((n) => ({ k, n }))
+          .catch(() => null),
+      ),
+    );
+    const best = loads
+      .filter((x): x is { k: string; n: number } => x !== null)
+      .sort((a, b) => a.n - b.n)[0];
+    if (!best) throw new MediaRequestError('media_unavailable', this.health().detail);
+    const placed = await this.rooms.placeMedia(rid, (k) => this.isUp(k), best.k);
+    if (!placed) throw new MediaRequestError('not_joined');
+    return placed;
   }
 
   private engineFailure(err: unknown): never {
@@ -227,7 +284,7 @@ export class MediaService {
       case 'media.trickle': {
         const d = data as { id: string; candidate: Record<string, unknown> | null };
         const leg = this.ownLeg(caller, d.id);
-        await this.needEngine()
+        await this.needEngine(leg.engine)
           .trickle(leg.handleId, d.candidate)
           .catch((err) => this.engineFailure(err));
         return {};
@@ -265,7 +322,8 @@ export class MediaService {
     const kind = KIND_OF_SOURCE[d.source];
     const bad = checkSingleTrackSdp(d.sdp, kind);
     if (bad) throw new MediaRequestError('media_invalid_sdp', bad);
-    const engine = this.needEngine();
+    const engineKey = await this.placement(claims.rid);
+    const engine = this.needEngine(engineKey);
     const roomKey = engineRoomKey(claims.rid);
     await this.followRoom(claims.rid);
     const pub = await engine
@@ -274,6 +332,7 @@ export class MediaService {
     const trackId = newId('TR', this.now());
     const leg: Publication = {
       kind: 'pub',
+      engine: engineKey,
       id: trackId,
       rid: claims.rid,
       sid,
@@ -290,6 +349,7 @@ export class MediaService {
       feedId: pub.feedId,
       mid: pub.mid,
       nodeId: this.nodeId,
+      engine: engineKey,
     };
     const seq = await this.rooms.addTrack(claims.rid, track).catch(async (err) => {
       await this.dropLeg(leg);
@@ -327,13 +387,14 @@ export class MediaService {
         'A participant does not subscribe to its own track.',
       );
     }
-    const engine = this.needEngine();
+    const engine = this.needEngine(track.engine);
     await this.followRoom(claims.rid);
     const sub = await engine
       .subscribe(engineRoomKey(claims.rid), track.feedId, this.cfg.subscribeWaitMs)
       .catch((err) => this.engineFailure(err));
     const leg: Subscription = {
       kind: 'sub',
+      engine: track.engine,
       id: newId('SU', this.now()),
       rid: claims.rid,
       sid,
@@ -355,7 +416,7 @@ export class MediaService {
     if (leg.kind !== 'sub') throw new MediaRequestError('subscription_not_found');
     const bad = checkSingleTrackSdp(d.sdp, leg.trackKind);
     if (bad) throw new MediaRequestError('media_invalid_sdp', bad);
-    await this.needEngine()
+    await this.needEngine(leg.engine)
       .answer(leg.handleId, d.sdp)
       .catch((err) => this.engineFailure(err));
     return {};
@@ -368,7 +429,7 @@ export class MediaService {
   async moderateTrack(rid: string, trackId: string, muted: boolean, by: string) {
     const track = await this.rooms.findTrack(rid, trackId);
     if (!track) return null;
-    await this.needEngine()
+    await this.needEngine(track.engine)
       .moderate(engineRoomKey(rid), track.feedId, track.mid, muted)
       .catch((err) => this.engineFailure(err));
     return this.rooms.setTrackMuted(rid, trackId, muted, by, null);
@@ -385,7 +446,10 @@ export class MediaService {
     if (this.legs.get(leg.id) !== leg) return;
     this.legs.delete(leg.id);
     this.byHandle.delete(leg.handleId);
-    await this.engine?.detach(leg.handleId).catch(() => {});
+    await this.engines
+      .get(leg.engine)
+      ?.detach(leg.handleId)
+      .catch(() => {});
   }
 
   private async followRoom(rid: string) {
@@ -419,7 +483,9 @@ export class MediaService {
       const f = this.followed.get(rid);
       this.followed.delete(rid);
       if (f) await (await f.unfollow)();
-      await this.engine?.destroyRoom(engineRoomKey(rid)).catch(() => {});
+      for (const engine of this.engines.values()) {
+        await engine.destroyRoom(engineRoomKey(rid)).catch(() => {});
+      }
     }
   }
 
@@ -443,21 +509,29 @@ export class MediaService {
     await this.dropLeg(leg);
   }
 
-  /** The engine lost every handle: the tracks this node published stop with ENGINE_RESTARTED. */
-  private async onEngineRestart() {
-    const rids = new Set([...this.legs.values()].map((l) => l.rid));
-    this.legs.clear();
-    this.byHandle.clear();
+  /**
+   * Engine `key` lost every handle (it died or restarted): the tracks this node published on it
+   * stop with ENGINE_RESTARTED, and its rooms' placement is given up by the next publish.
+   */
+  private async stopEngineTracks(key: string) {
+    const legs = [...this.legs.values()].filter((l) => l.engine === key);
+    const rids = new Set(legs.map((l) => l.rid));
+    for (const leg of legs) {
+      this.legs.delete(leg.id);
+      this.byHandle.delete(leg.handleId);
+    }
     for (const rid of rids) {
       await this.rooms
-        .removeTracks(rid, (t) => t.nodeId === this.nodeId, 'ENGINE_RESTARTED')
-        .catch((err) => this.log.warn({ err, rid }, 'media: ending tracks after a restart failed'));
+        .removeTracks(rid, (t) => t.nodeId === this.nodeId && t.engine === key, 'ENGINE_RESTARTED')
+        .catch((err) =>
+          this.log.warn({ err, rid }, 'media: ending tracks of a lost engine failed'),
+        );
     }
   }
 
   async close() {
     for (const f of this.followed.values()) await (await f.unfollow)().catch(() => {});
     this.followed.clear();
-    await this.engine?.close();
+    await Promise.allSettled([...this.engines.values()].map((e) => e.close()));
   }
 }

@@ -26,7 +26,7 @@ export const realtimePlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
   const rooms = new RoomService(svc, store, cfg, svc.state.kind === 'redis');
   const hub = new SignalingHub(svc, rooms, store, cfg, app.log);
   const media = new MediaService(
-    createEngine(svc, app.log),
+    createEngines(svc, app.log),
     svc.config.media,
     rooms,
     store,
@@ -71,15 +71,19 @@ export const realtimePlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
   await app.register(realtimeRoutes, { prefix: '/v1', rooms });
 };
 
-/** The media engine the configuration asks for, or null when media is off. */
-function createEngine(svc: Services, log: FastifyBaseLogger): MediaEngine | null {
+/** The media engines the configuration asks for, by key; empty when media is off. */
+function createEngines(svc: Services, log: FastifyBaseLogger): Map<string, MediaEngine> {
   const cfg = svc.config.media;
-  if (cfg.mode === 'off') return null;
+  const engines = new Map<string, MediaEngine>();
+  if (cfg.mode === 'off') return engines;
   if (cfg.janusUrls.length > 0) {
-    const engine = new JanusEngine(cfg.janusUrls[0]!, null, log);
-    void engine.ready(1).catch(() => {});
-    return engine;
+    for (const url of cfg.janusUrls) {
+      const engine = new JanusEngine(url, null, log);
+      void engine.ready(1).catch(() => {});
+      engines.set(url, engine);
+    }
+  } else if (cfg.janusBinary && cfg.janusModulesDir) {
+    engines.set('embedded', JanusEngine.embedded(cfg, log));
   }
-  if (cfg.janusBinary && cfg.janusModulesDir) return JanusEngine.embedded(cfg, log);
-  return null;
+  return engines;
 }

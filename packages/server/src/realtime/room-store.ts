@@ -9,6 +9,8 @@ export interface LiveTrack extends SvcTrackInfo {
   mid: string;
   /** The node holding the publisher's SFU handle. */
   nodeId: string;
+  /** The SFU instance the track is on (a Janus URL, or `embedded`). */
+  engine: string;
 }
 
 /** A participant as the shared state keeps it (the wire form drops the secrets). */
@@ -51,6 +53,8 @@ export interface LiveRoom {
   controller?: ControllerState;
   /** Published tracks, in publish order (absent in rooms stored before media existed). */
   tracks?: LiveTrack[];
+  /** The SFU instance the room's media is placed on (every node routes the room there). */
+  mediaEngine?: string;
 }
 
 /** An event to append to a room's log. `data` is serialised once, by the store. */

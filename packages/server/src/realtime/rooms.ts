@@ -546,6 +546,11 @@ export class RoomService implements ControllerRooms {
       const events: NewRoomEvent[] = [...out.events];
       const domain: DomainRecord[] = [];
       if (previous) {
+        // The replaced session's tracks stop first, as for any leave.
+        for (const t of (room.tracks ?? []).filter((x) => x.sid === previous.sid)) {
+          events.push({ type: 'media.stopped', data: { track: trackInfo(t), reason: 'LEFT' } });
+        }
+        room.tracks = (room.tracks ?? []).filter((x) => x.sid !== previous.sid);
         const data = { participant: participantInfo(previous), reason: 'DUPLICATE_IDENTITY' };
         events.push({ type: 'participant.left', data });
         domain.push({ type: 'participant.left', data });
@@ -776,6 +781,21 @@ export class RoomService implements ControllerRooms {
         this.dueAt(room),
       );
       return { seq: events[0]!.seq, track: { ...track } };
+    });
+  }
+
+  /**
+   * The room's SFU instance: the placed one while `usable(it)`, else `candidate` (stored, so
+   * every node routes the room there). Null when the room is gone.
+   */
+  async placeMedia(rid: string, usable: (engine: string) => boolean, candidate: string) {
+    return this.store.withLock(rid, async (tx) => {
+      const room = await tx.load();
+      if (!room) return null;
+      if (room.mediaEngine && usable(room.mediaEngine)) return room.mediaEngine;
+      room.mediaEngine = candidate;
+      await tx.commit(room, [], this.dueAt(room));
+      return candidate;
     });
   }
 

@@ -303,6 +303,24 @@ for (const backend of BACKENDS) {
       await b.closed;
     });
 
+    test('a session replaced by the same user stops its tracks and frees their handles', async () => {
+      const { a, b } = await pair();
+      const p = await a.request('media.publish', { source: 'camera', sdp: fakeOffer('video') });
+      assert.equal(p.type, 'ack');
+      await b.waitType('media.started');
+      const a2 = await s.connect(a.snapshot.room.roomName, 'alice');
+      await a2.join();
+      const stopped = await b.waitType('media.stopped');
+      const left = await b.waitType('participant.left');
+      assert.equal(stopped.data.track.trackId, p.data.trackId);
+      assert.equal(stopped.data.reason, 'LEFT');
+      assert.equal(left.data.reason, 'DUPLICATE_IDENTITY');
+      assert.ok(stopped.seq < left.seq);
+      assert.deepEqual(a2.snapshot.media.tracks, []);
+      await until(() => janusHandles(net), 1);
+      for (const x of [a2, b]) await x.close();
+    });
+
     test('a dropped socket keeps its media through the departure grace', async () => {
       const { a, b } = await pair();
       const p = await a.request('media.publish', { source: 'camera', sdp: fakeOffer('video') });

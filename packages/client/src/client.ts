@@ -1,5 +1,6 @@
 import {
   CLOSE_CODES,
+  type ControllerSnapshot,
   LEAVE_REASONS,
   type LeaveReason,
   type RoomEventData,
@@ -8,6 +9,7 @@ import {
   type SvcTrackKind,
 } from '@svc/protocol';
 import { Channel, type ChannelClose, errorOfClose, type ServerFrame } from './channel.ts';
+import { SvcRoomController } from './controller.ts';
 import { SvcError, type SvcErrorCode } from './errors.ts';
 import { type FetchFn, RestClient } from './http.ts';
 import { MediaSession, type SvcAudioOptions, type SvcVideoOptions } from './media.ts';
@@ -110,6 +112,8 @@ const CLOSE_REASONS: Record<number, LeaveReason> = {
   [CLOSE_CODES.DUPLICATE_IDENTITY]: 'DUPLICATE_IDENTITY',
   [CLOSE_CODES.ROOM_DELETED]: 'ROOM_DELETED',
   [CLOSE_CODES.KICKED]: 'KICKED',
+  [CLOSE_CODES.WAITING_REJECTED]: 'WAITING_REJECTED',
+  [CLOSE_CODES.WAITING_TIMEOUT]: 'WAITING_TIMEOUT',
   [CLOSE_CODES.ROOM_ENDED]: 'ROOM_ENDED',
   [CLOSE_CODES.ROOM_NOT_FOUND]: 'ROOM_ENDED',
   [CLOSE_CODES.PROTOCOL_VIOLATION]: 'PROTOCOL_VIOLATION',
@@ -172,14 +176,20 @@ export class SvcClient {
   onMessageReceived?: (message: SvcReceivedMessage, participant: SvcParticipant | null) => void;
   /** `connect()` succeeded: the client is in the room. */
   onConnected?: (room: SvcRoom) => void;
-  /** The client left the room for good (see {@link SvcDisconnectReason}). */
-  onDisconnected?: (reason: SvcDisconnectReason) => void;
+  /**
+   * The client left the room for good (see {@link SvcDisconnectReason}). `detail.message` is the
+   * server's text when it gave one (e.g. the reason of a kick).
+   */
+  onDisconnected?: (reason: SvcDisconnectReason, detail?: { message?: string }) => void;
   /** The connection dropped; the client is reconnecting. */
   onReconnecting?: () => void;
   /** The client is back in the room after a drop (resumed, or rejoined as a new session). */
   onReconnected?: () => void;
-  /** The server holds this client until a host joins (`canJoinWithNoHost: false`). */
-  onWaitingForHost?: () => void;
+  /**
+   * The server holds this client: until a host joins (`NO_HOST`, `canJoinWithNoHost: false`) or
+   * until a host or co-host approves it in the waiting room (`APPROVAL`).
+   */
+  onWaitingForHost?: (reason: 'NO_HOST' | 'APPROVAL') => void;
   /** A host changed the room's metadata. */
   onRoomMetadataChanged?: (metadata: string | null) => void;
   /** A participant (this client included) started publishing a track. */
@@ -198,6 +208,9 @@ export class SvcClient {
   onMediaMuted?: (participant: SvcParticipant | null, track: SvcTrackInfo) => void;
   /** A media operation the client did by itself (auto-subscribe, republish) failed. */
   onMediaError?: (error: SvcError) => void;
+
+  /** The room controller of the current room (roles, chat, hands, polls…). */
+  readonly controller: SvcRoomController;
 
   readonly #rest: RestClient;
   readonly #state = new MutableObservable<SvcConnectionState>(SvcConnectionState.DISCONNECTED);
@@ -227,6 +240,7 @@ export class SvcClient {
     this.#requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
     this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? 15_000;
     this.#random = options.random ?? Math.random;
+    this.controller = new SvcRoomController(this);
     this.#autoSubscribe = options.autoSubscribe !== false;
     this.#iceTransportPolicy = options.iceTransportPolicy ?? 'all';
   }
@@ -305,6 +319,28 @@ export class SvcClient {
     );
   }
 
+  /**
+   * Answers an invitation to a room without joining it: opens the room's signaling channel with a
+   * token for these options, sends `invitation.accept` / `invitation.decline` and closes. Used by
+   * `controller.acceptInvitation` / `declineInvitation` (accepting then connects).
+   */
+  async answerInvitation(
+    options: SvcRoomOptions,
+    invitationId: string,
+    answer: 'accept' | 'decline' | 'busy',
+  ): Promise<void> {
+    const token = await this.getToken(options);
+    this.#factory ??= await defaultWebSocketFactory();
+    const channel = new Channel(this.#requestTimeoutMs);
+    await channel.open(this.#factory, token.wsUrl);
+    try {
+      if (answer === 'accept') await channel.request('invitation.accept', { invitationId });
+      else await channel.request('invitation.decline', { invitationId, busy: answer === 'busy' });
+    } finally {
+      channel.close(CLOSE_CODES.NORMAL);
+    }
+  }
+
   // ---- Connection --------------------------------------------------------------------------
 
   /**
@@ -373,6 +409,7 @@ export class SvcClient {
       channel?.abandon();
     }
     this.#room = null;
+    this.controller._reset();
     this.#state.set(SvcConnectionState.DISCONNECTED);
     if (wasInRoom) notify(this.onDisconnected, 'CLIENT_DISCONNECT');
   }
@@ -452,18 +489,21 @@ export class SvcClient {
     run.channel?.abandon();
     run.channel = null;
     this.#room = null;
+    this.controller._reset();
     this.#lastError = error;
     this.#state.set(SvcConnectionState.FAILED);
     if (notifyApp) notify(this.onDisconnected, 'RECONNECT_FAILED');
   }
 
-  #end(run: Run, reason: SvcDisconnectReason) {
+  #end(run: Run, reason: SvcDisconnectReason, message?: string) {
     this.#stop(run);
     run.channel?.abandon();
     run.channel = null;
     this.#room = null;
+    if (reason === 'ROOM_DELETED') this.controller._roomDeleted();
+    this.controller._reset();
     this.#state.set(SvcConnectionState.DISCONNECTED);
-    notify(this.onDisconnected, reason);
+    notify(this.onDisconnected, reason, message !== undefined ? { message } : undefined);
   }
 
   /**
@@ -587,6 +627,11 @@ export class SvcClient {
           this.#media = this.#newMedia(transport);
           this.#room.media = this.#media;
         }
+        this.controller._snapshot(
+          snapshot.controller as ControllerSnapshot | undefined,
+          run.lastSeq,
+          run.options,
+        );
         this.#media?.applySnapshot(snapshot.self.sid, snapshot.media);
         handshake.established('joined');
         return;
@@ -596,7 +641,10 @@ export class SvcClient {
         return;
       case 'session.waiting':
         handshake.waiting();
-        notify(this.onWaitingForHost);
+        notify(
+          this.onWaitingForHost,
+          (frame.data as { reason?: 'NO_HOST' | 'APPROVAL' } | undefined)?.reason ?? 'NO_HOST',
+        );
         return;
       case 'session.admitted':
       case 'session.closed':
@@ -612,6 +660,7 @@ export class SvcClient {
     if (frame.seq <= run.lastSeq) return;
     run.lastSeq = frame.seq;
     this.#applyEvent(run, this.#room, frame.type, frame);
+    this.controller._event(this.#room, frame.type, frame.data, frame.seq, frame.ts ?? 0);
   }
 
   #applyEvent(run: Run, room: SvcRoom, type: string, frame: ServerFrame) {
@@ -673,7 +722,7 @@ export class SvcClient {
     if (run.heartbeat) clearInterval(run.heartbeat);
     const reason = endReasonOf(run, close);
     if (reason) {
-      this.#end(run, reason);
+      this.#end(run, reason, close.sessionClosed?.message);
       return;
     }
     this.#reconnectLoop(run).catch((err) => {

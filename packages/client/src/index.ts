@@ -9,6 +9,14 @@ export {
   type SvcReconnectPolicy,
 } from './client.ts';
 export {
+  type SvcCallInvitationOptions,
+  type SvcControllerEvent,
+  type SvcEmojiReaction,
+  type SvcPollOptions,
+  SvcRoomController,
+  type SvcRoomControllerState,
+} from './controller.ts';
+export {
   CLIENT_ERROR_CODES,
   errorFromResponse,
   type SvcClientErrorCode,

@@ -94,6 +94,11 @@ export class SvcRoom {
     return { seq: Number(ack.seq) };
   }
 
+  /** @internal Sends a request on the room's live channel (used by the room controller). */
+  request(type: string, data: unknown): Promise<Record<string, unknown>> {
+    return this.transport.request(type, data);
+  }
+
   /** @internal Replaces the whole state; returns who appeared and who disappeared (by sid). */
   applySnapshot(snapshot: RoomSnapshot): { joined: SvcParticipant[]; left: SvcParticipant[] } {
     const before = new Map(this.#participants);

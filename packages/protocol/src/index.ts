@@ -1,5 +1,6 @@
 export * from './admin.ts';
 export * from './common.ts';
+export * from './controller.ts';
 export * from './errors.ts';
 export * from './links.ts';
 export * from './media.ts';

@@ -36,6 +36,18 @@ export const realtimePlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
     (rid, sid, frame) => hub.sendToSid(rid, sid, frame),
   );
   hub.media = media;
+  // The controller's forced mutes are enforced in the SFU: every audio track of the user is
+  // moderated (a client that keeps sending is still silent for its subscribers).
+  rooms.controller.mediaEngine = {
+    async setAudioMuted(rid, userId, muted, by) {
+      const room = await store.peek(rid);
+      for (const t of room?.tracks ?? []) {
+        if (t.userId === userId && t.kind === 'audio') {
+          await media.moderateTrack(rid, t.trackId, muted, by);
+        }
+      }
+    },
+  };
   svc.readiness.set('media', () => media.health());
   svc.media = media;
 

@@ -3,8 +3,9 @@ import type { Redis } from 'ioredis';
 import type { RedisState } from '../state/redis.ts';
 import type { LiveRoom, NewRoomEvent, RoomStore, RoomTx, StoredRoomEvent } from './room-store.ts';
 
-// KEYS: lock, state, members, seq, log, due. ARGV: lock token, state JSON ('' deletes), member
-// sids (comma-separated), due ms ('' = none), rid, channel, ts, buffer size, n, then n × (type, data).
+// KEYS: lock, state, members, seq, log, due, history. ARGV: lock token, state JSON ('' deletes),
+// member sids (comma-separated), due ms ('' = none), rid, channel, ts, buffer size, n, then
+// n × (type, data, history cap or '').
 // The fencing check, state write, log appends and publishes happen in one atomic step, so every
 // follower sees events in seq order and no event is published without its state.
 const COMMIT = `
@@ -13,17 +14,22 @@ local seq = tonumber(redis.call('GET', KEYS[4]) or '0')
 local n = tonumber(ARGV[9])
 local out = {}
 for i = 1, n do
-  local t = ARGV[8 + 2 * i]
-  local d = ARGV[9 + 2 * i]
+  local t = ARGV[7 + 3 * i]
+  local d = ARGV[8 + 3 * i]
+  local keep = ARGV[9 + 3 * i]
   seq = seq + 1
   local s = string.format('%d', seq)
   local frame = '{"type":"' .. t .. '","seq":' .. s .. ',"ts":' .. ARGV[7] .. ',"data":' .. d .. '}'
   redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[8], s .. '-0', 'f', frame)
+  if keep ~= '' then
+    redis.call('RPUSH', KEYS[7], frame)
+    redis.call('LTRIM', KEYS[7], -tonumber(keep), -1)
+  end
   redis.call('PUBLISH', ARGV[6], s .. ' ' .. t .. ' ' .. frame)
   out[i] = frame
 end
 if ARGV[2] == '' then
-  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7])
   redis.call('ZREM', KEYS[6], ARGV[5])
   return {seq, out}
 end
@@ -37,7 +43,8 @@ if ARGV[4] == '' then redis.call('ZREM', KEYS[6], ARGV[5]) else redis.call('ZADD
 return {seq, out}
 `;
 
-// KEYS: members, seq, log, state. ARGV: sid ('' = room must exist), type, data, ts, buffer, channel.
+// KEYS: members, seq, log, state, history. ARGV: sid ('' = room must exist), type, data, ts,
+// buffer, channel, history cap ('' = not kept).
 // The membership check and the append are one step: no message slips in after a leave.
 const APPEND = `
 if ARGV[1] == '' then
@@ -47,6 +54,10 @@ local seq = redis.call('INCR', KEYS[2])
 local s = string.format('%d', seq)
 local frame = '{"type":"' .. ARGV[2] .. '","seq":' .. s .. ',"ts":' .. ARGV[4] .. ',"data":' .. ARGV[3] .. '}'
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], s .. '-0', 'f', frame)
+if ARGV[7] ~= '' then
+  redis.call('RPUSH', KEYS[5], frame)
+  redis.call('LTRIM', KEYS[5], -tonumber(ARGV[7]), -1)
+end
 redis.call('PUBLISH', ARGV[6], s .. ' ' .. ARGV[2] .. ' ' .. frame)
 return {seq, frame}
 `;
@@ -92,8 +103,8 @@ export class RedisRoomStore implements RoomStore {
     private bufferSize: number,
   ) {
     this.redis = state.redis as Scripts;
-    this.redis.defineCommand('svcRoomCommit', { numberOfKeys: 6, lua: COMMIT });
-    this.redis.defineCommand('svcRoomAppend', { numberOfKeys: 4, lua: APPEND });
+    this.redis.defineCommand('svcRoomCommit', { numberOfKeys: 7, lua: COMMIT });
+    this.redis.defineCommand('svcRoomAppend', { numberOfKeys: 5, lua: APPEND });
     this.redis.defineCommand('svcRoomUnlock', { numberOfKeys: 1, lua: UNLOCK });
     this.redis.defineCommand('svcRoomLock', { numberOfKeys: 2, lua: LOCK });
   }
@@ -153,6 +164,7 @@ export class RedisRoomStore implements RoomStore {
           this.k(rid, 'seq'),
           this.k(rid, 'log'),
           this.state.key('rt:due'),
+          this.k(rid, 'history'),
           token,
           room ? JSON.stringify(room) : '',
           room ? room.participants.map((p) => p.sid).join(',') : '',
@@ -163,7 +175,9 @@ export class RedisRoomStore implements RoomStore {
           this.bufferSize,
           events.length,
         ];
-        for (const ev of events) args.push(ev.type, JSON.stringify(ev.data));
+        for (const ev of events) {
+          args.push(ev.type, JSON.stringify(ev.data), ev.history ? String(ev.history) : '');
+        }
         const [lastSeq, frames] = await this.state.run(() => this.redis.svcRoomCommit(...args));
         const first = lastSeq - events.length + 1;
         return {
@@ -194,16 +208,22 @@ export class RedisRoomStore implements RoomStore {
         this.k(rid, 'seq'),
         this.k(rid, 'log'),
         this.k(rid, 'state'),
+        this.k(rid, 'history'),
         sid ?? '',
         event.type,
         JSON.stringify(event.data),
         String(this.now()),
         this.bufferSize,
         this.state.key(this.channel(rid)),
+        event.history ? String(event.history) : '',
       ),
     );
     if (!result) return null;
     return { seq: Number(result[0]), type: event.type, frame: result[1] };
+  }
+
+  async readHistory(rid: string): Promise<string[]> {
+    return this.state.run(() => this.redis.lrange(this.k(rid, 'history'), 0, -1));
   }
 
   async readAfter(rid: string, seq: number): Promise<StoredRoomEvent[] | null> {

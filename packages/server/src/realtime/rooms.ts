@@ -18,6 +18,13 @@ import type { Services } from '../app.ts';
 import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import type { RealtimeConfig } from './config.ts';
+import {
+  type ControllerAnswer,
+  type ControllerRooms,
+  type HookOutput,
+  RoomController,
+} from './controller/index.ts';
+import { controllerOf } from './controller/state.ts';
 import type {
   LiveParticipant,
   LiveRoom,
@@ -69,14 +76,14 @@ const NO_MEDIA: MediaSnapshotBuilder = () => ({
 
 export type JoinResult =
   | { kind: 'joined'; snapshot: RoomSnapshot; lastSeq: number; sid: string }
-  | { kind: 'waiting' }
-  | { kind: 'refused'; code: 'room_not_found' | 'room_full' };
+  | { kind: 'waiting'; reason: 'NO_HOST' | 'APPROVAL' }
+  | { kind: 'refused'; code: 'room_not_found' | 'room_full' | 'banned' | 'breakout_not_assigned' };
 
 export type ResumeResult =
   | { kind: 'resumed'; sid: string; replay: StoredRoomEvent[]; lastSeq: number }
   | { kind: 'failed' };
 
-interface DomainRecord {
+export interface DomainRecord {
   type: 'room.started' | 'room.ended' | 'participant.joined' | 'participant.left';
   data: Record<string, unknown>;
 }
@@ -154,13 +161,18 @@ const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
  * emitted by {@link RoomService.emitDomain}, right after the commit that caused it, still under
  * the lock, so their order per room is the commit order on every node.
  */
-export class RoomService {
+export class RoomService implements ControllerRooms {
+  /** The room controller (roles, chat, polls…): its commands run through {@link command}. */
+  readonly controller: RoomController;
+
   constructor(
     private svc: Services,
     private store: RoomStore,
     private cfg: RealtimeConfig,
     private multiNode: boolean,
-  ) {}
+  ) {
+    this.controller = new RoomController(svc, store, cfg.controller);
+  }
 
   /** The media area sets this; without it snapshots say media is unavailable. */
   mediaSnapshot: MediaSnapshotBuilder = NO_MEDIA;
@@ -380,6 +392,7 @@ export class RoomService {
     if (room.participants.length === 0 && room.emptySinceMs !== null) {
       due = Math.min(due, room.emptySinceMs + this.cfg.emptyTimeoutMs);
     }
+    due = Math.min(due, this.controller.dueAt(room));
     return Number.isFinite(due) ? due : null;
   }
 
@@ -508,9 +521,16 @@ export class RoomService {
       const room = await this.loadLive(tx, claims.projectId, claims.roomName, claims.rid);
       if (!room) return { kind: 'refused', code: 'room_not_found' };
       if (!claims.isHost && !claims.canJoinWithNoHost && !room.participants.some((p) => p.isHost)) {
-        return { kind: 'waiting' };
+        return { kind: 'waiting', reason: 'NO_HOST' };
       }
       const previous = room.participants.find((p) => p.userId === claims.userId);
+      const out: HookOutput = { events: [], after: [] };
+      const admission = this.controller.admit(room, claims, previous !== undefined, connId, out);
+      if (admission.kind === 'refuse') return { kind: 'refused', code: admission.code };
+      if (admission.kind === 'wait') {
+        await tx.commit(room, out.events, this.dueAt(room));
+        return { kind: 'waiting', reason: 'APPROVAL' };
+      }
       const others = room.participants.filter((p) => p !== previous);
       if (others.length >= room.maxParticipants) return { kind: 'refused', code: 'room_full' };
       const resumeToken = randomBytes(24).toString('base64url');
@@ -527,8 +547,9 @@ export class RoomService {
         connId,
         connected: true,
         disconnectedAtMs: null,
+        tokenExpiresAtMs: claims.expiresAtMs,
       };
-      const events: NewRoomEvent[] = [];
+      const events: NewRoomEvent[] = [...out.events];
       const domain: DomainRecord[] = [];
       if (previous) {
         // The replaced session's tracks stop first, as for any leave.
@@ -546,11 +567,14 @@ export class RoomService {
       }
       room.participants = [...others, participant];
       room.emptySinceMs = null;
+      const roles: HookOutput = { events: [], after: [] };
+      this.controller.joined(room, participant, claims, roles);
       const joined = { participant: participantInfo(participant) };
-      events.push({ type: 'participant.joined', data: joined });
+      events.push({ type: 'participant.joined', data: joined }, ...roles.events);
       domain.push({ type: 'participant.joined', data: joined });
       const { lastSeq } = await this.finish(tx, room, events, domain);
       this.scheduleSync(room.rid);
+      const controller = await this.controller.snapshot(room, claims.userId, lastSeq);
       return {
         kind: 'joined',
         sid: participant.sid,
@@ -562,6 +586,7 @@ export class RoomService {
           self: participantInfo(participant),
           participants: room.participants.map(participantInfo),
           departureGraceMs: this.cfg.departureGraceMs,
+          controller,
           media: this.mediaSnapshot(room, claims),
         },
       };
@@ -591,12 +616,14 @@ export class RoomService {
 
   /** Removes a participant now (session.leave, protocol violation). */
   async leave(rid: string, sid: string, reason: LeaveReason) {
-    await this.store.withLock(rid, async (tx) => {
-      const room = await tx.load();
-      const p = room?.participants.find((x) => x.sid === sid);
-      if (!room || !p) return;
-      await this.removeParticipants(tx, room, [p], reason);
-    });
+    await this.store
+      .withLock(rid, async (tx) => {
+        const room = await tx.load();
+        const p = room?.participants.find((x) => x.sid === sid);
+        if (!room || !p) return [];
+        return this.removeParticipants(tx, room, [p], reason);
+      })
+      .then(runAfter);
   }
 
   private async removeParticipants(
@@ -604,7 +631,26 @@ export class RoomService {
     room: LiveRoom,
     leaving: LiveParticipant[],
     reason: LeaveReason,
+    before: HookOutput = { events: [], after: [] },
   ) {
+    const out: HookOutput = { events: [...before.events], after: [...before.after] };
+    const records = this.removeFromRoom(room, leaving, reason, {}, out);
+    await this.finish(tx, room, out.events, records);
+    this.scheduleSync(room.rid);
+    return out.after;
+  }
+
+  /**
+   * Takes participants out of the room state: their participant.left events, then the
+   * controller's consequences (hands, typing, host succession…), appended to `out`.
+   */
+  private removeFromRoom(
+    room: LiveRoom,
+    leaving: LiveParticipant[],
+    reason: LeaveReason,
+    extra: Record<string, unknown>,
+    out: HookOutput,
+  ): DomainRecord[] {
     room.participants = room.participants.filter((p) => !leaving.includes(p));
     if (room.participants.length === 0) room.emptySinceMs = this.now;
     // A leaving participant's tracks stop first, so nobody sees a track of someone who left.
@@ -613,18 +659,17 @@ export class RoomService {
     room.tracks = (room.tracks ?? []).filter((t) => !sids.has(t.sid));
     const records = leaving.map((p) => ({
       type: 'participant.left' as const,
-      data: { participant: participantInfo(p), reason },
+      data: { participant: participantInfo(p), reason, ...extra },
     }));
-    const events: NewRoomEvent[] = [
+    out.events.push(
       ...stopped.map((t) => ({
         type: 'media.stopped',
         data: { track: trackInfo(t), reason: 'LEFT' },
       })),
       ...records,
-    ];
-    const result = await this.finish(tx, room, events, records);
-    this.scheduleSync(room.rid);
-    return result;
+    );
+    this.controller.left(room, leaving, out);
+    return records;
   }
 
   /** The socket dropped: keep the participant for the departure grace period. */
@@ -770,13 +815,15 @@ export class RoomService {
   async sweep(limit = 100) {
     const due = await this.store.dueRooms(this.now, limit);
     for (const rid of due) {
-      await this.store.withLock(rid, async (tx) => {
+      const after = await this.store.withLock(rid, async (tx): Promise<(() => Promise<void>)[]> => {
         const room = await tx.load();
         const now = this.now;
         if (!room) {
           await tx.commit(null, [], null);
-          return;
+          return [];
         }
+        const out: HookOutput = { events: [], after: [] };
+        this.controller.sweep(room, out, this);
         if (this.multiNode) {
           const nodes = [
             ...new Set(room.participants.filter((p) => p.connected).map((p) => p.nodeId)),
@@ -795,10 +842,7 @@ export class RoomService {
             p.disconnectedAtMs !== null &&
             p.disconnectedAtMs + this.cfg.departureGraceMs <= now,
         );
-        if (gone.length > 0) {
-          await this.removeParticipants(tx, room, gone, 'DISCONNECTED');
-          return;
-        }
+        if (gone.length > 0) return this.removeParticipants(tx, room, gone, 'DISCONNECTED', out);
         if (
           room.participants.length === 0 &&
           room.emptySinceMs !== null &&
@@ -812,15 +856,162 @@ export class RoomService {
           await this.finish(
             tx,
             room,
-            [{ type: 'room.ended', data: { reason: 'ROOM_ENDED' } }],
+            [...out.events, { type: 'room.ended', data: { reason: 'ROOM_ENDED' } }],
             domain,
             true,
           );
-          return;
+          return out.after;
         }
-        await tx.commit(room, [], this.dueAt(room));
+        await tx.commit(room, out.events, this.dueAt(room));
+        return out.after;
       });
+      await runAfter(after);
     }
     return due.length;
   }
+
+  // ---- Room controller ------------------------------------------------------------------------
+
+  /**
+   * Runs a controller request for the token's user (`sid` null: not joined yet, allowed only for
+   * the commands that may come before `session.join`). Locked commands check the sender's role,
+   * change the room and commit their events in one step; direct ones append without the lock.
+   */
+  async command(
+    claims: RoomClaims,
+    sid: string | null,
+    type: string,
+    data: unknown,
+  ): Promise<ControllerAnswer> {
+    const entry = this.controller.lookup(type);
+    if (!entry) return { error: 'unknown_message_type' };
+    const { command } = entry;
+    if (command.kind === 'direct') {
+      if (sid === null) return { error: 'not_joined' };
+      return command.run(this.controller.directContext(claims.rid, sid, claims), data as never);
+    }
+    const out: HookOutput = { events: [], after: [] };
+    const answer = await this.store.withLock(claims.rid, async (tx): Promise<ControllerAnswer> => {
+      const room = await tx.load();
+      if (!room) return { error: 'room_not_found' };
+      const actor = sid === null ? null : (room.participants.find((p) => p.sid === sid) ?? null);
+      if (sid !== null && !actor) return { error: 'not_joined' };
+      if (sid === null && !command.beforeJoin) return { error: 'not_joined' };
+      const refused = this.controller.permission(
+        command,
+        controllerOf(room, this.cfg.controller),
+        claims.userId,
+      );
+      if (refused) return { error: refused };
+      let removed = false;
+      const domain: DomainRecord[] = [];
+      const ctx = this.controller.commandContext(
+        room,
+        claims,
+        actor,
+        out,
+        this,
+        (p, reason, extra) => {
+          removed = true;
+          domain.push(...this.removeFromRoom(room, [p], reason, extra, out));
+        },
+      );
+      const result = await command.run(ctx, data as never);
+      if (result.error || command.readOnly) return result;
+      const { events } = await this.finish(tx, room, out.events, domain);
+      if (removed) this.scheduleSync(room.rid);
+      const last = events[events.length - 1];
+      return last ? { ack: { ...result.ack, seq: last.seq } } : result;
+    });
+    if (!answer.error) await runAfter(out.after);
+    return answer;
+  }
+
+  /** A waiting connection closed: its entry leaves the waiting room. */
+  async waitingGone(rid: string, userId: string, connId: string) {
+    await this.store.withLock(rid, async (tx) => {
+      const room = await tx.load();
+      if (!room) return;
+      const out: HookOutput = { events: [], after: [] };
+      if (this.controller.waitingGone(room, userId, connId, out)) {
+        await tx.commit(room, out.events, this.dueAt(room));
+      }
+    });
+  }
+
+  /** Records this node's measurements of its participants' network quality; sends the changes. */
+  async reportQuality(
+    rid: string,
+    scores: { userId: string; quality: number; rttMs: number | null }[],
+  ) {
+    await this.store.withLock(rid, async (tx) => {
+      const room = await tx.load();
+      if (!room) return;
+      const ctl = controllerOf(room, this.cfg.controller);
+      const present = new Set(room.participants.map((p) => p.userId));
+      const changed = scores.filter((s) => {
+        if (!present.has(s.userId)) return false;
+        const known = ctl.quality.find((q) => q.userId === s.userId);
+        if (known?.quality === s.quality) {
+          known.rttMs = s.rttMs;
+          return false;
+        }
+        if (known) Object.assign(known, s);
+        else ctl.quality.push({ ...s });
+        return true;
+      });
+      if (changed.length === 0) return;
+      await tx.commit(
+        room,
+        [{ type: 'network.quality', data: { scores: changed } }],
+        this.dueAt(room),
+      );
+    });
+  }
+
+  async openBreakout(
+    main: LiveRoom,
+    roomName: string,
+    breakoutId: string,
+    allowed: string[],
+    admins: string[],
+  ) {
+    const row = await this.openRoom(
+      main.projectId,
+      { roomName, liveType: main.liveType, maxParticipants: main.maxParticipants },
+      false,
+    );
+    await this.setBreakoutAllowed(row.room_id, allowed, admins, {
+      roomName: main.roomName,
+      rid: main.rid,
+      breakoutId,
+    });
+    return row.room_id;
+  }
+
+  async setBreakoutAllowed(
+    rid: string,
+    allowed: string[],
+    admins: string[],
+    link?: { roomName: string; rid: string; breakoutId: string },
+  ) {
+    await this.store.withLock(rid, async (tx) => {
+      const room = await tx.load();
+      if (!room) return;
+      const ctl = controllerOf(room, this.cfg.controller);
+      const base = link ?? ctl.breakoutOf;
+      if (!base) return;
+      ctl.breakoutOf = { ...base, allowed, admins };
+      await tx.commit(room, [], this.dueAt(room));
+    });
+  }
+
+  async appendEvent(rid: string, type: string, data: unknown) {
+    await this.store.appendIfMember(rid, null, { type, data });
+  }
+}
+
+/** Runs the work a commit left for after its lock (one failure does not stop the others). */
+async function runAfter(after: (() => Promise<void>)[]) {
+  for (const fn of after) await fn().catch(() => {});
 }

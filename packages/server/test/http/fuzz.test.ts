@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { CLIENT_REQUEST_TYPES, isErrorCode } from '@svc/protocol';
+import { CLIENT_REQUEST_TYPES, CONTROLLER_REQUEST_TYPES, isErrorCode } from '@svc/protocol';
 import {
   fillPath,
   operations,
@@ -359,7 +359,12 @@ for (const backend of BACKENDS) {
         client.send({ id, type: 'ping' });
         await client.wait((f) => f.type === 'pong' && f.id === id, 10_000);
       };
-      const types = [...CLIENT_REQUEST_TYPES, 'app.fuzz', ...PROTO_NAMES];
+      const types = [
+        ...CLIENT_REQUEST_TYPES,
+        ...CONTROLLER_REQUEST_TYPES,
+        'app.fuzz',
+        ...PROTO_NAMES,
+      ];
       const frames = (type: string) => [
         toJson({ id: 'f', type }),
         toJson({ id: 'f', type, data: null }),

@@ -120,6 +120,8 @@ internal data class RoomSnapshot(
     val participants: List<SvcParticipant>,
     val departureGraceMs: Long,
     val media: MediaSnapshot,
+    /** The room controller's state, kept as sent (the controller mirror reads it). */
+    val controller: JsonObject? = null,
 )
 
 /** The media part of the join snapshot. */

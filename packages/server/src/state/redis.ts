@@ -69,6 +69,8 @@ function within<T>(promise: Promise<T>, ms: number): Promise<T> {
 
 /** The Redis deadline when none is given (`SVC_STATE_TIMEOUT_MS`). */
 export const DEFAULT_STATE_TIMEOUT_MS = 1000;
+/** How long calls wait for the first connection of a starting node. */
+const STARTUP_WAIT_MS = 10_000;
 /** How often a node that saw Redis down asks it again. */
 const PROBE_INTERVAL_MS = 250;
 
@@ -108,6 +110,7 @@ export class RedisState implements SharedState {
   private probe: NodeJS.Timeout | null = null;
   private probing = false;
   private subscriberWasReady = false;
+  private clientWasReady = false;
   private closed = false;
 
   /**
@@ -144,12 +147,12 @@ export class RedisState implements SharedState {
     // ioredis reconnects by itself; errors are reported through health and readiness.
     this.client.on('error', () => {});
     this.subscriber.on('error', () => {});
-    let clientWasReady = false;
     this.client.on('close', () => {
-      if (clientWasReady && !this.closed) this.health.markDown(new Error('Connection is closed.'));
+      if (this.clientWasReady && !this.closed)
+        this.health.markDown(new Error('Connection is closed.'));
     });
     this.client.on('ready', () => {
-      clientWasReady = true;
+      this.clientWasReady = true;
       this.tryProbe();
     });
     this.health.on('down', () => this.startProbing());
@@ -181,9 +184,17 @@ export class RedisState implements SharedState {
     if (!this.health.up) return Promise.reject(this.health.refusal());
     // The call's own deadline: ioredis's per command starts only when the command is written,
     // and an auto-pipelined command waits for the pipeline ahead of it to finish first.
-    return within(call(this.client), this.timeoutMs).catch((err: unknown) => {
+    return within(call(this.client), this.deadlineMs()).catch((err: unknown) => {
       throw this.failed(err);
     });
+  }
+
+  /**
+   * The deadline of a call now: `timeoutMs`, or, until the first connection is ready, the
+   * start-up wait (a process starting is busy, and there is no outage to detect yet).
+   */
+  private deadlineMs() {
+    return this.clientWasReady ? this.timeoutMs : Math.max(this.timeoutMs, STARTUP_WAIT_MS);
   }
 
   private failed(err: unknown): unknown {
@@ -296,7 +307,10 @@ export class RedisState implements SharedState {
       set = new Set();
       this.handlers.set(full, set);
       try {
-        await within(this.subscriber.subscribe(full), this.timeoutMs);
+        await within(
+          this.subscriber.subscribe(full),
+          this.subscriberWasReady ? this.timeoutMs : Math.max(this.timeoutMs, STARTUP_WAIT_MS),
+        );
       } catch (err) {
         if (this.handlers.get(full) === set && set.size === 0) this.handlers.delete(full);
         throw this.failed(err);
@@ -316,7 +330,7 @@ export class RedisState implements SharedState {
 
   async ping() {
     try {
-      const ok = (await within(this.client.ping(), this.timeoutMs)) === 'PONG';
+      const ok = (await within(this.client.ping(), this.deadlineMs())) === 'PONG';
       if (ok) this.health.markUp();
       return ok;
     } catch (err) {

@@ -15,7 +15,6 @@ import { KeyStore } from './auth/key-store.ts';
 import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import { DomainEvents } from './events.ts';
-import { FastFront } from './http/front.ts';
 import { findInputFault } from './http/input-check.ts';
 import { lazyChildLoggerFactory, loggerOptions } from './http/logging.ts';
 import { Metrics } from './http/metrics.ts';
@@ -48,8 +47,6 @@ export interface Services {
   events: DomainEvents;
   /** The admin-token check, for an area's own routes under `/v1/admin` (an onRequest hook). */
   adminGuard: onRequestAsyncHookHandler;
-  /** Public GET paths answered from memory ahead of Fastify (the short-link redirect). */
-  front: FastFront;
 }
 
 declare module 'fastify' {
@@ -116,12 +113,6 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   const signingKeys = new SigningKeys(store, clock, config.publicUrl);
   await signingKeys.init();
   const logsRequests = config.logLevel === 'debug' || config.logLevel === 'trace';
-  const front = new FastFront({
-    trustProxy: config.trustProxy,
-    requestId,
-    metrics,
-    enabled: !logsRequests,
-  });
   const services: Services = {
     config,
     store,
@@ -135,7 +126,6 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     events: new DomainEvents(),
     secret: options.secret ?? resolveServerSecret(config),
     adminGuard: adminTokenHook(options.adminToken),
-    front,
   };
 
   const logger = loggerOptions(config.logLevel);
@@ -155,7 +145,6 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     requestIdHeader: false,
     genReqId: requestId,
     logController: new LogController({ disableRequestLogging: !logsRequests }),
-    serverFactory: front.serverFactory(),
     childLoggerFactory: lazyChildLoggerFactory,
     routerOptions: { maxParamLength: 256 },
     return503OnClosing: true,
@@ -195,10 +184,6 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
       reply.statusCode,
       reply.elapsedTime / 1000,
     );
-    done();
-  });
-  app.addHook('preClose', (done) => {
-    front.close();
     done();
   });
   app.addHook('onClose', async () => {

@@ -1,4 +1,3 @@
-import './runtime.ts';
 import { bootstrapDefaultProject, resolveAdminToken } from './admin/bootstrap.ts';
 import { buildApp } from './app.ts';
 import { ConfigError, loadConfig } from './config.ts';

@@ -15,6 +15,8 @@ import {
   ResolveLinkQuery,
   UpdateLinkBody,
 } from '@svc/protocol';
+import type { LinkEvents } from './events.ts';
+import type { DeferredMatcher } from './matching.ts';
 import type { LinkService } from './service.ts';
 
 /** Link bodies are small: params ≤ 8 KiB plus the rest. */
@@ -23,10 +25,11 @@ const auth = { product: 'links', clientKeys: true } as const;
 const tags = ['links'];
 
 /** `/sdk/links`: every route takes client keys with the `links` scope, or server keys. */
-export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> = async (
-  app,
-  { service },
-) => {
+export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{
+  links: LinkService;
+  events: LinkEvents;
+  matcher: DeferredMatcher;
+}> = async (app, { links, events, matcher }) => {
   app.post(
     '/sdk/links',
     {
@@ -39,7 +42,7 @@ export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> 
         response: { 201: Link },
       },
     },
-    async (req, reply) => reply.code(201).send(await service.create(req.auth!.projectId, req.body)),
+    async (req, reply) => reply.code(201).send(await links.create(req.auth!.projectId, req.body)),
   );
   app.get(
     '/sdk/links',
@@ -52,7 +55,7 @@ export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> 
         response: { 200: LinkList },
       },
     },
-    async (req) => service.list(req.auth!.projectId, req.query),
+    async (req) => links.list(req.auth!.projectId, req.query),
   );
   app.get(
     '/sdk/links/resolve',
@@ -65,7 +68,7 @@ export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> 
         response: { 200: ResolvedLink },
       },
     },
-    async (req) => ({ link: await service.resolve(req.auth!.projectId, req.query) }),
+    async (req) => ({ link: await events.resolve(req.auth!.projectId, req.query) }),
   );
   app.post(
     '/sdk/links/deferred',
@@ -80,7 +83,7 @@ export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> 
       },
     },
     async (req) =>
-      service.deferred(req.auth!.projectId, req.body, req.ip, req.headers['user-agent'] ?? ''),
+      matcher.deferred(req.auth!.projectId, req.body, req.ip, req.headers['user-agent'] ?? ''),
   );
   app.post(
     '/sdk/links/events',
@@ -95,7 +98,7 @@ export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> 
       },
     },
     async (req, reply) =>
-      reply.code(202).send({ id: await service.recordEvent(req.auth!.projectId, req.body) }),
+      reply.code(202).send({ id: await events.recordEvent(req.auth!.projectId, req.body) }),
   );
   app.get(
     '/sdk/links/:linkId',
@@ -108,7 +111,7 @@ export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> 
         response: { 200: Link },
       },
     },
-    async (req) => service.get(req.auth!.projectId, req.params.linkId),
+    async (req) => links.get(req.auth!.projectId, req.params.linkId),
   );
   app.patch(
     '/sdk/links/:linkId',
@@ -123,7 +126,7 @@ export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> 
         response: { 200: Link },
       },
     },
-    async (req) => service.update(req.auth!.projectId, req.params.linkId, req.body),
+    async (req) => links.update(req.auth!.projectId, req.params.linkId, req.body),
   );
   app.delete(
     '/sdk/links/:linkId',
@@ -136,7 +139,7 @@ export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> 
       },
     },
     async (req, reply) => {
-      await service.delete(req.auth!.projectId, req.params.linkId);
+      await links.delete(req.auth!.projectId, req.params.linkId);
       return reply.code(204).send();
     },
   );
@@ -153,6 +156,6 @@ export const sdkLinkRoutes: FastifyPluginAsyncTypebox<{ service: LinkService }> 
       },
     },
     async (req) =>
-      service.stats(req.auth!.projectId, req.params.linkId, req.query.from, req.query.to),
+      events.stats(req.auth!.projectId, req.params.linkId, req.query.from, req.query.to),
   );
 };

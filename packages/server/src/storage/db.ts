@@ -20,16 +20,6 @@ export type DialectName = 'sqlite' | 'postgres';
 export interface Store {
   db: Kysely<Database>;
   dialect: DialectName;
-  /**
-   * SQLite only: the better-sqlite3 handle under `db`, for hot paths that write many identical
-   * rows (a statement prepared once, run in one transaction). Everything else goes through `db`.
-   */
-  sqlite?: SQLite.Database;
-  /**
-   * PostgreSQL only: where the store connects, for a worker thread that opens its own connection
-   * (the click writer). Everything else goes through `db`.
-   */
-  postgres?: { url: string; schema?: string };
   /** True when the store answers a trivial query. */
   ping(): Promise<boolean>;
   close(): Promise<void>;
@@ -65,7 +55,6 @@ async function openSqlite(file: string): Promise<Store> {
   return {
     db,
     dialect: 'sqlite',
-    sqlite: database,
     ping: async () => {
       await sql`select 1`.execute(db);
       return true;
@@ -98,7 +87,6 @@ async function openPostgres(url: string, schema?: string): Promise<Store> {
     return {
       db,
       dialect: 'postgres',
-      postgres: { url, schema },
       ping: async () => {
         await sql`select 1`.execute(db);
         return true;

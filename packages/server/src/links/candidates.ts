@@ -63,7 +63,7 @@ export class MemoryCandidateStore implements CandidateStore {
       } else {
         // Written last from now on.
         this.keys.delete(e.key);
-        // A click put back from the click log at start may already be here.
+        // A click put back from `link_clicks` at start may already be here.
         if (held.some((h) => h.clickId === e.clickId)) {
           this.keys.set(e.key, held);
           continue;

@@ -2,6 +2,7 @@ import { createHmac, hash } from 'node:crypto';
 import { LINK_APP_PLATFORMS, type LinkAppPlatform } from '@svc/protocol';
 import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
+import { newId } from '../ids.ts';
 import type { Store } from '../storage/db.ts';
 import { type CandidateEntry, type CandidateStore, candidateKey } from './candidates.ts';
 import { isAppPlatform, type Platform } from './platform.ts';
@@ -32,14 +33,9 @@ export interface Click {
 }
 
 /** A click read back from the store. */
-export interface StoredClick {
-  id: string;
-  projectId: string;
-  linkId: string;
-  platform: Platform;
+export type StoredClick = Pick<Click, 'id' | 'projectId' | 'linkId' | 'platform' | 'ms'> & {
   fingerprint: string;
-  ms: number;
-}
+};
 
 /**
  * The fingerprint key, derived from the server secret so that the secret itself is never hashed
@@ -69,11 +65,7 @@ export function clickIdTime(clickId: string): number | null {
 
 /** The smallest click id of millisecond `ms`: ids sort by time, so ranges of ids are of time. */
 function firstClickIdAt(ms: number) {
-  let time = '';
-  for (let i = 0, t = Math.max(0, ms); i < 10; i++, t = Math.floor(t / 32)) {
-    time = CROCKFORD[t % 32] + time;
-  }
-  return `clk_${time}`;
+  return newId('clk', Math.max(0, ms)).slice(0, 14);
 }
 
 /** What one batch of clicks is written as. */
@@ -253,10 +245,15 @@ export class ClickRecorder {
         fingerprints.set(visitor, fingerprint);
       }
       rows.clicks.push([c.id, c.projectId, c.linkId, c.platform, fingerprint]);
-      const day = new Date(Math.floor(c.ms / DAY_MS) * DAY_MS).toISOString().slice(0, 10);
+      const day = Math.floor(c.ms / DAY_MS);
       const count = days.get(`${c.linkId} ${day}`);
       if (count) count[2]++;
-      else days.set(`${c.linkId} ${day}`, [c.linkId, day, 1]);
+      else
+        days.set(`${c.linkId} ${day}`, [
+          c.linkId,
+          new Date(day * DAY_MS).toISOString().slice(0, 10),
+          1,
+        ]);
       if (isAppPlatform(c.platform)) {
         rows.candidates.push({
           key: candidateKey(c.projectId, c.platform, fingerprint),

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { DeferredBody, DeferredResult, Link } from '@svc/protocol';
+import type { DeferredBody, DeferredResult } from '@svc/protocol';
 import type { Clock } from '../clock.ts';
 import type { Store } from '../storage/db.ts';
 import { CANDIDATES_PER_KEY, type CandidateStore, candidateKey } from './candidates.ts';
@@ -26,9 +26,9 @@ export class DeferredMatcher {
   /**
    * Matches an app's first open to an earlier click: by the click id from the install referrer
    * (`unique`), else by the fingerprint of IP and user agent within the project's window
-   * (`probable`, the latest click first), else `none`. Each click is claimed by one conditional
-   * UPDATE (`claimed_at IS NULL`), so it matches at most one install even under concurrent
-   * requests on several nodes. Records an `install`, or a `reinstall` when `deviceId` was seen.
+   * (`probable`, the latest click first), else `none`. A click is claimed by inserting its id
+   * into `link_click_claims`, whose primary key lets one install win it, on any number of nodes.
+   * Records an `install`, or a `reinstall` when `deviceId` was seen before.
    */
   async deferred(
     projectId: string,
@@ -36,98 +36,92 @@ export class DeferredMatcher {
     ip: string,
     requestUserAgent: string,
   ): Promise<DeferredResult> {
+    // Every click this node served is written, so it can be found.
     await this.clicks.flush();
     const settings = await this.directory.settings(projectId);
     const now = this.clock.now();
-    let matchType: DeferredResult['matchType'] = 'none';
-    let clickId = body.clickId ?? referrerClickId(body.installReferrer);
-    let linkId: string | null = null;
-    if (clickId !== null) {
-      const click = await this.clicks.find(clickId);
-      if (
-        click !== null &&
-        click.projectId === projectId &&
-        click.ms >= now - settings.referrerWindowSeconds * 1000 &&
-        click.ms <= now &&
-        (await this.claim(projectId, click.id, click.linkId, now))
-      ) {
-        matchType = 'unique';
-        linkId = click.linkId;
-      } else {
-        clickId = null;
-      }
-    }
-    if (matchType === 'none') {
-      const fingerprint = this.clicks.fingerprint(ip, body.userAgent ?? requestUserAgent);
-      const candidates = await this.candidates.recall(
+    const referred = body.clickId ?? referrerClickId(body.installReferrer);
+    const fingerprint = this.clicks.fingerprint(ip, body.userAgent ?? requestUserAgent);
+    const match =
+      (referred !== null &&
+        (await this.byReferrer(
+          projectId,
+          referred,
+          now - settings.referrerWindowSeconds * 1000,
+          now,
+        ))) ||
+      (await this.byFingerprint(
         candidateKey(projectId, body.platform, fingerprint),
+        projectId,
         now - settings.deferredWindowSeconds * 1000,
-        CANDIDATES_PER_KEY,
-      );
-      // Skip those already claimed in one query; then claim the newest of the rest (a lost race
-      // moves on to the next).
-      const claimed = new Set(
-        candidates.length === 0
-          ? []
-          : (
-              await this.store.db
-                .selectFrom('link_click_claims')
-                .select('click_id')
-                .where(
-                  'click_id',
-                  'in',
-                  candidates.map((c) => c.clickId),
-                )
-                .execute()
-            ).map((r) => r.click_id),
-      );
-      for (const candidate of candidates) {
-        if (candidate.ms > now || claimed.has(candidate.clickId)) continue;
-        if (await this.claim(projectId, candidate.clickId, candidate.linkId, now)) {
-          matchType = 'probable';
-          clickId = candidate.clickId;
-          linkId = candidate.linkId;
-          break;
-        }
-      }
-    }
-    let link: Link | null = null;
-    if (linkId !== null) {
-      const row = await this.store.db
+        now,
+      ));
+    // A match on a link deleted since the click is none.
+    const row =
+      match &&
+      (await this.store.db
         .selectFrom('links')
         .selectAll()
-        .where('id', '=', linkId)
+        .where('id', '=', match.linkId)
         .where('project_id', '=', projectId)
-        .executeTakeFirst();
-      if (row) {
-        link = this.links.toLink(row);
-      } else {
-        // The link was deleted since the click.
-        matchType = 'none';
-        clickId = null;
-        linkId = null;
+        .executeTakeFirst());
+    const event = await this.installEvent(projectId, body.deviceId, now);
+    if (!match || !row) return { matchType: 'none', link: null, clickId: null, event };
+    await this.events.insert(projectId, row.id, event, { clickId: match.clickId });
+    return { matchType: match.type, link: this.links.toLink(row), clickId: match.clickId, event };
+  }
+
+  /** The click the referrer names, claimed, when it is the project's and inside the window. */
+  private async byReferrer(projectId: string, clickId: string, sinceMs: number, nowMs: number) {
+    const click = await this.clicks.find(clickId);
+    if (!click || click.projectId !== projectId || click.ms < sinceMs || click.ms > nowMs)
+      return null;
+    if (!(await this.claim(projectId, click.id, click.linkId, nowMs))) return null;
+    return { type: 'unique' as const, clickId: click.id, linkId: click.linkId };
+  }
+
+  /** The newest unclaimed candidate of the visitor's key since `sinceMs`, claimed. */
+  private async byFingerprint(key: string, projectId: string, sinceMs: number, nowMs: number) {
+    const candidates = await this.candidates.recall(key, sinceMs, CANDIDATES_PER_KEY);
+    if (candidates.length === 0) return null;
+    // Skip those already claimed in one query; a race lost on the rest moves on to the next.
+    const claimed = await this.store.db
+      .selectFrom('link_click_claims')
+      .select('click_id')
+      .where(
+        'click_id',
+        'in',
+        candidates.map((c) => c.clickId),
+      )
+      .execute();
+    const taken = new Set(claimed.map((r) => r.click_id));
+    for (const c of candidates) {
+      if (c.ms > nowMs || taken.has(c.clickId)) continue;
+      if (await this.claim(projectId, c.clickId, c.linkId, nowMs)) {
+        return { type: 'probable' as const, clickId: c.clickId, linkId: c.linkId };
       }
     }
-    let event: DeferredResult['event'] = 'install';
-    if (body.deviceId !== undefined) {
-      const inserted = await this.store.db
-        .insertInto('link_devices')
-        .values({
-          project_id: projectId,
-          device_hash: createHash('sha256').update(body.deviceId).digest('base64url'),
-          first_seen_at: iso(now),
-        })
-        .onConflict((oc) => oc.columns(['project_id', 'device_hash']).doNothing())
-        .executeTakeFirst();
-      if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) === 0) event = 'reinstall';
-    }
-    if (linkId !== null) await this.events.insert(projectId, linkId, event, { clickId: clickId! });
-    return { matchType, link, clickId, event };
+    return null;
+  }
+
+  /** `install`, or `reinstall` when the project has seen the device (kept as a SHA-256). */
+  private async installEvent(projectId: string, deviceId: string | undefined, nowMs: number) {
+    if (deviceId === undefined) return 'install';
+    const inserted = await this.store.db
+      .insertInto('link_devices')
+      .values({
+        project_id: projectId,
+        device_hash: createHash('sha256').update(deviceId).digest('base64url'),
+        first_seen_at: iso(nowMs),
+      })
+      .onConflict((oc) => oc.columns(['project_id', 'device_hash']).doNothing())
+      .executeTakeFirst();
+    return Number(inserted.numInsertedOrUpdatedRows ?? 0n) === 0 ? 'reinstall' : 'install';
   }
 
   /**
    * Deletes what is left of a project that no longer exists: its claims and the click counts of
-   * its (deleted) links. Its raw clicks leave the log when they are pruned.
+   * its (deleted) links. Its clicks leave when they are pruned.
    */
   async forgetProject(projectId: string) {
     const exists = await this.store.db

@@ -153,7 +153,8 @@ function withUtm(raw: string, utm: RedirectLink['utm']) {
 /**
  * The store URL an Android user without the app goes to, up to and including `referrer=` and the
  * referrer's `svc_click_id=`, URL-encoded: the click id is appended per request, then the rest
- * of the referrer (see {@link referrerRest}).
+ * of the referrer (see {@link referrerRest}). A click id (`clk_` and Crockford base32) reads
+ * the same URL-encoded, so only the parts around it are encoded, once per link.
  */
 function androidStorePrefix(link: RedirectLink, settings: ResolvedLinkSettings): string | null {
   const packageName = link.android?.packageName ?? settings.android[0]?.packageName;
@@ -209,32 +210,33 @@ function targetsFor(link: RedirectLink, snapshot: Snapshot, directory: LinkDirec
   return link.targets;
 }
 
+/** The page a link-preview bot gets: Open Graph and Twitter Card tags from `social`. */
 function socialPage(link: RedirectLink, shortUrl: string) {
   const title = link.social?.title ?? new URL(link.row.url).host;
   const description = link.social?.description;
-  const tags = [
-    ['og:title', title],
-    ['og:url', shortUrl],
-    ['og:type', 'website'],
-    ...(description ? [['og:description', description]] : []),
-    ...(link.social?.imageUrl ? [['og:image', link.social.imageUrl]] : []),
-  ]
-    .map(([p, c]) => `\n<meta property="${p}" content="${escapeHtml(c)}">`)
-    .join('');
-  const twitter = [
-    ['twitter:card', link.social?.imageUrl ? 'summary_large_image' : 'summary'],
-    ['twitter:title', title],
-    ...(description ? [['twitter:description', description]] : []),
-    ...(link.social?.imageUrl ? [['twitter:image', link.social.imageUrl]] : []),
-  ]
-    .map(([n, c]) => `\n<meta name="${n}" content="${escapeHtml(c)}">`)
-    .join('');
-  const head = `${tags}${twitter}${description ? `\n<meta name="description" content="${escapeHtml(description)}">` : ''}`;
-  return page(
-    title,
-    `<h1>${escapeHtml(title)}</h1>${description ? `<p>${escapeHtml(description)}</p>` : ''}`,
-    head,
-  );
+  const image = link.social?.imageUrl;
+  const meta = (attribute: string, pairs: [string, string | undefined][]) =>
+    pairs
+      .filter(([, content]) => content)
+      .map(([name, content]) => `\n<meta ${attribute}="${name}" content="${escapeHtml(content!)}">`)
+      .join('');
+  const head =
+    meta('property', [
+      ['og:title', title],
+      ['og:url', shortUrl],
+      ['og:type', 'website'],
+      ['og:description', description],
+      ['og:image', image],
+    ]) +
+    meta('name', [
+      ['twitter:card', image ? 'summary_large_image' : 'summary'],
+      ['twitter:title', title],
+      ['twitter:description', description],
+      ['twitter:image', image],
+      ['description', description],
+    ]);
+  const paragraph = description ? `<p>${escapeHtml(description)}</p>` : '';
+  return page(title, `<h1>${escapeHtml(title)}</h1>${paragraph}`, head);
 }
 
 const NOT_FOUND = pageAnswer(
@@ -265,29 +267,33 @@ export class Redirector {
   ) {}
 
   /**
-   * The answer when everything it needs is cached; `undefined` when something must be loaded
-   * first (then {@link answer}).
+   * The answer to a visit of `host/l/slug`: at once when the link domains and the link (or its
+   * absence) are cached, else a promise of it once they are loaded.
    */
-  answerNow(host: string, slug: string, userAgent: string, ip: string): RedirectAnswer | undefined {
+  answer(
+    host: string,
+    slug: string,
+    userAgent: string,
+    ip: string,
+  ): RedirectAnswer | Promise<RedirectAnswer> {
     const snapshot = this.directory.fresh();
-    if (!snapshot) return undefined;
-    const domain = this.directory.domainIn(snapshot, host);
-    const link = this.cache.peek(domain, slug);
-    if (link === undefined) return undefined;
-    return this.decide(snapshot, domain, slug, link, userAgent, ip);
+    const domain = snapshot && this.directory.domainIn(snapshot, host);
+    const link = domain ? this.cache.peek(domain, slug) : undefined;
+    if (snapshot && domain && link !== undefined) {
+      return this.decide(snapshot, domain, slug, link, userAgent, ip);
+    }
+    return this.load(host, slug).then(([loaded, at, found]) =>
+      this.decide(loaded, at, slug, found, userAgent, ip),
+    );
   }
 
-  /** The answer, loading the link domains or the link first when they are not cached. */
-  async answer(host: string, slug: string, userAgent: string, ip: string): Promise<RedirectAnswer> {
-    const snapshot = this.directory.fresh() ?? (await this.directory.current());
+  private async load(host: string, slug: string) {
+    const snapshot = await this.directory.current();
     const domain = this.directory.domainIn(snapshot, host);
+    // A cached slug was checked when it was loaded; only a miss needs the shape check.
     let link = this.cache.peek(domain, slug);
-    if (link === undefined) {
-      // Only a cache miss needs the shape check: a cached slug was checked when it was loaded.
-      if (!SLUG.test(slug)) return NOT_FOUND;
-      link = await this.cache.load(domain, slug);
-    }
-    return this.decide(snapshot, domain, slug, link, userAgent, ip);
+    if (link === undefined) link = SLUG.test(slug) ? await this.cache.load(domain, slug) : null;
+    return [snapshot, domain, link] as const;
   }
 
   private decide(
@@ -355,16 +361,15 @@ export function publicLinkRoutes(
       },
     },
     (request, reply) => {
-      const host = request.host.toLowerCase();
-      const { slug } = request.params;
       const userAgent = request.headers['user-agent'] ?? '';
+      const host = request.host.toLowerCase();
+      const answer = redirector.answer(host, request.params.slug, userAgent, request.ip);
       // Not an async function: the usual answer, from the cache, costs no promise.
-      const now = redirector.answerNow(host, slug, userAgent, request.ip);
-      if (now) {
-        send(reply, now);
+      if (!(answer instanceof Promise)) {
+        send(reply, answer);
         return;
       }
-      return redirector.answer(host, slug, userAgent, request.ip).then((a) => send(reply, a));
+      return answer.then((a) => send(reply, a));
     },
   );
 

@@ -257,7 +257,7 @@ export class LinkService {
         .where('id', '=', id)
         .where('project_id', '=', projectId)
         .execute();
-      // Its click counts go with it; its raw clicks leave the log when they are pruned.
+      // Its click counts go with it; its clicks leave when they are pruned.
       await tx.deleteFrom('link_click_days').where('link_id', '=', id).execute();
     });
     await this.changed(current.domain, current.slug);

@@ -1,7 +1,7 @@
 /**
  * The Svc node the realtime bench drives (embedded default, or Redis when REDIS_URL is set).
  * Prints `{"port"}` once listening; answers IPC requests: `{cmd: "tokens", room, count}` →
- * access tokens; `{cmd: "memory"}` → memory after a full GC (run with --expose-gc).
+ * access tokens (`hostFirst`: the first is a host's); `{cmd: "memory"}` → memory after a full GC (run with --expose-gc).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
@@ -25,29 +25,36 @@ const key = await app.svc.keys.create(project.id, {
   rateLimitPerMinute: 10_000_000,
 });
 
-process.on('message', async (msg: { id: number; cmd: string; room?: string; count?: number }) => {
-  if (msg.cmd === 'tokens') {
-    const tokens: string[] = [];
-    for (let i = 0; i < msg.count!; i++) {
-      const res = await app.inject({
-        method: 'POST',
-        url: '/v1/realtime/token',
-        headers: { authorization: `Bearer ${key.key}`, 'x-project-id': project.id },
-        payload: {
-          roomName: msg.room,
-          liveType: 'VIDEO_CONFERENCE',
-          participant: { userId: `u${i}`, name: `User ${i}` },
-        },
-      });
-      tokens.push(res.json().token);
+process.on(
+  'message',
+  async (msg: { id: number; cmd: string; room?: string; count?: number; hostFirst?: boolean }) => {
+    if (msg.cmd === 'tokens') {
+      const tokens: string[] = [];
+      for (let i = 0; i < msg.count!; i++) {
+        const res = await app.inject({
+          method: 'POST',
+          url: '/v1/realtime/token',
+          headers: { authorization: `Bearer ${key.key}`, 'x-project-id': project.id },
+          payload: {
+            roomName: msg.room,
+            liveType: 'VIDEO_CONFERENCE',
+            participant: {
+              userId: `u${i}`,
+              name: `User ${i}`,
+              isHost: msg.hostFirst === true && i === 0,
+            },
+          },
+        });
+        tokens.push(res.json().token);
+      }
+      process.send!({ id: msg.id, tokens });
+    } else if (msg.cmd === 'memory') {
+      global.gc?.();
+      global.gc?.();
+      process.send!({ id: msg.id, memory: process.memoryUsage() });
     }
-    process.send!({ id: msg.id, tokens });
-  } else if (msg.cmd === 'memory') {
-    global.gc?.();
-    global.gc?.();
-    process.send!({ id: msg.id, memory: process.memoryUsage() });
-  }
-});
+  },
+);
 const address = app.server.address() as { port: number };
 process.stdout.write(`${JSON.stringify({ port: address.port })}\n`);
 process.on('SIGTERM', async () => {

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-const AREAS = ['gate', 'realtime', 'links', 'verify', 'webhooks'];
+const AREAS = ['gate', 'realtime', 'controller', 'links', 'verify', 'webhooks', 'media', 'android'];
 const args = process.argv.slice(2);
 const write = args.includes('--write');
 const only = args.filter((a) => !a.startsWith('--'));

@@ -17,7 +17,7 @@ export interface ChannelClose {
   /** The WebSocket close code (1006 when the socket died or was abandoned locally). */
   closeCode: number;
   /** The `session.closed` frame's data, when the server sent one. */
-  sessionClosed?: { reason: string; code: string; closeCode: number };
+  sessionClosed?: { reason: string; code: string; closeCode: number; message?: string };
   /** The last `error` frame without a request id (a refused handshake), if any. */
   lastError?: ErrorFrame;
 }
@@ -38,6 +38,9 @@ const CLOSE_CODE_ERRORS: Record<number, ErrorCode> = {
   [CLOSE_CODES.DUPLICATE_IDENTITY]: 'duplicate_identity',
   [CLOSE_CODES.ROOM_DELETED]: 'room_deleted',
   [CLOSE_CODES.ROOM_ENDED]: 'room_ended',
+  [CLOSE_CODES.KICKED]: 'kicked',
+  [CLOSE_CODES.WAITING_REJECTED]: 'waiting_rejected',
+  [CLOSE_CODES.WAITING_TIMEOUT]: 'waiting_timeout',
   [CLOSE_CODES.PROTOCOL_VIOLATION]: 'invalid_message',
   [CLOSE_CODES.FLOOD]: 'rate_limited',
   [CLOSE_CODES.MESSAGE_TOO_BIG]: 'frame_too_large',

@@ -1,13 +1,18 @@
 import {
   CLOSE_CODES,
+  type ControllerSnapshot,
   LEAVE_REASONS,
   type LeaveReason,
   type RoomEventData,
   type RoomSnapshot,
+  type SvcTrackInfo,
+  type SvcTrackKind,
 } from '@svc/protocol';
 import { Channel, type ChannelClose, errorOfClose, type ServerFrame } from './channel.ts';
+import { SvcRoomController } from './controller.ts';
 import { SvcError, type SvcErrorCode } from './errors.ts';
 import { type FetchFn, RestClient } from './http.ts';
+import { MediaSession, type SvcAudioOptions, type SvcVideoOptions } from './media.ts';
 import { MutableObservable, notify, type SvcObservable } from './observable.ts';
 import { notConnected, SvcRoom } from './room.ts';
 import { defaultWebSocketFactory, type SvcWebSocketFactory } from './socket.ts';
@@ -65,6 +70,13 @@ export interface SvcClientOptions {
   heartbeatIntervalMs?: number;
   /** Random numbers in [0, 1) for the jitter (Math.random). */
   random?: () => number;
+  /**
+   * Subscribe to every remote track as soon as it is published (default true). When false, call
+   * `subscribe(trackId)` for the tracks you want.
+   */
+  autoSubscribe?: boolean;
+  /** `relay` forces every PeerConnection through the TURN servers the server gives (default `all`). */
+  iceTransportPolicy?: 'all' | 'relay';
 }
 
 /** Errors that a later attempt may not meet: anything else ends reconnection at once. */
@@ -100,6 +112,8 @@ const CLOSE_REASONS: Record<number, LeaveReason> = {
   [CLOSE_CODES.DUPLICATE_IDENTITY]: 'DUPLICATE_IDENTITY',
   [CLOSE_CODES.ROOM_DELETED]: 'ROOM_DELETED',
   [CLOSE_CODES.KICKED]: 'KICKED',
+  [CLOSE_CODES.WAITING_REJECTED]: 'WAITING_REJECTED',
+  [CLOSE_CODES.WAITING_TIMEOUT]: 'WAITING_TIMEOUT',
   [CLOSE_CODES.ROOM_ENDED]: 'ROOM_ENDED',
   [CLOSE_CODES.ROOM_NOT_FOUND]: 'ROOM_ENDED',
   [CLOSE_CODES.PROTOCOL_VIOLATION]: 'PROTOCOL_VIOLATION',
@@ -162,16 +176,41 @@ export class SvcClient {
   onMessageReceived?: (message: SvcReceivedMessage, participant: SvcParticipant | null) => void;
   /** `connect()` succeeded: the client is in the room. */
   onConnected?: (room: SvcRoom) => void;
-  /** The client left the room for good (see {@link SvcDisconnectReason}). */
-  onDisconnected?: (reason: SvcDisconnectReason) => void;
+  /**
+   * The client left the room for good (see {@link SvcDisconnectReason}). `detail.message` is the
+   * server's text when it gave one (e.g. the reason of a kick).
+   */
+  onDisconnected?: (reason: SvcDisconnectReason, detail?: { message?: string }) => void;
   /** The connection dropped; the client is reconnecting. */
   onReconnecting?: () => void;
   /** The client is back in the room after a drop (resumed, or rejoined as a new session). */
   onReconnected?: () => void;
-  /** The server holds this client until a host joins (`canJoinWithNoHost: false`). */
-  onWaitingForHost?: () => void;
+  /**
+   * The server holds this client: until a host joins (`NO_HOST`, `canJoinWithNoHost: false`) or
+   * until a host or co-host approves it in the waiting room (`APPROVAL`).
+   */
+  onWaitingForHost?: (reason: 'NO_HOST' | 'APPROVAL') => void;
   /** A host changed the room's metadata. */
   onRoomMetadataChanged?: (metadata: string | null) => void;
+  /** A participant (this client included) started publishing a track. */
+  onMediaStarted?: (
+    participant: SvcParticipant | null,
+    track: SvcTrackInfo,
+    kind: SvcTrackKind,
+  ) => void;
+  /** A participant's track stopped (unpublished, left, or lost by the server and republished). */
+  onMediaStopped?: (
+    participant: SvcParticipant | null,
+    track: SvcTrackInfo,
+    kind: SvcTrackKind,
+  ) => void;
+  /** A track was muted or unmuted (`track.muted`). */
+  onMediaMuted?: (participant: SvcParticipant | null, track: SvcTrackInfo) => void;
+  /** A media operation the client did by itself (auto-subscribe, republish) failed. */
+  onMediaError?: (error: SvcError) => void;
+
+  /** The room controller of the current room (roles, chat, hands, polls…). */
+  readonly controller: SvcRoomController;
 
   readonly #rest: RestClient;
   readonly #state = new MutableObservable<SvcConnectionState>(SvcConnectionState.DISCONNECTED);
@@ -182,6 +221,9 @@ export class SvcClient {
   #factory: SvcWebSocketFactory | undefined;
   #run: Run | null = null;
   #room: SvcRoom | null = null;
+  #media: MediaSession | null = null;
+  readonly #autoSubscribe: boolean;
+  readonly #iceTransportPolicy: 'all' | 'relay';
   #lastError: SvcError | null = null;
 
   constructor(
@@ -198,6 +240,9 @@ export class SvcClient {
     this.#requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
     this.#heartbeatIntervalMs = options.heartbeatIntervalMs ?? 15_000;
     this.#random = options.random ?? Math.random;
+    this.controller = new SvcRoomController(this);
+    this.#autoSubscribe = options.autoSubscribe !== false;
+    this.#iceTransportPolicy = options.iceTransportPolicy ?? 'all';
   }
 
   // ---- State -------------------------------------------------------------------------------
@@ -274,6 +319,28 @@ export class SvcClient {
     );
   }
 
+  /**
+   * Answers an invitation to a room without joining it: opens the room's signaling channel with a
+   * token for these options, sends `invitation.accept` / `invitation.decline` and closes. Used by
+   * `controller.acceptInvitation` / `declineInvitation` (accepting then connects).
+   */
+  async answerInvitation(
+    options: SvcRoomOptions,
+    invitationId: string,
+    answer: 'accept' | 'decline' | 'busy',
+  ): Promise<void> {
+    const token = await this.getToken(options);
+    this.#factory ??= await defaultWebSocketFactory();
+    const channel = new Channel(this.#requestTimeoutMs);
+    await channel.open(this.#factory, token.wsUrl);
+    try {
+      if (answer === 'accept') await channel.request('invitation.accept', { invitationId });
+      else await channel.request('invitation.decline', { invitationId, busy: answer === 'busy' });
+    } finally {
+      channel.close(CLOSE_CODES.NORMAL);
+    }
+  }
+
   // ---- Connection --------------------------------------------------------------------------
 
   /**
@@ -342,8 +409,67 @@ export class SvcClient {
       channel?.abandon();
     }
     this.#room = null;
+    this.controller._reset();
     this.#state.set(SvcConnectionState.DISCONNECTED);
     if (wasInRoom) notify(this.onDisconnected, 'CLIENT_DISCONNECT');
+  }
+
+  // ---- Media -------------------------------------------------------------------------------
+
+  #needMedia(): MediaSession {
+    if (!this.#media || !this.#room) throw notConnected();
+    return this.#media;
+  }
+
+  /**
+   * Captures the camera (getUserMedia) and publishes it; resolves with the track id once the
+   * server has answered. Rejects with `media_permission_denied`, `media_device_not_found`,
+   * `media_device_failed`, `media_not_supported` (no WebRTC here), or the server's code
+   * (`media_not_allowed` in an AUDIO_CONFERENCE or for a LIVE_STREAMING viewer,
+   * `media_unavailable`). A no-op when the camera is already on.
+   */
+  async enableCamera(options: SvcVideoOptions = {}): Promise<string | null> {
+    return this.#needMedia().enable('camera', options);
+  }
+
+  /** Stops publishing the camera and releases it. */
+  async disableCamera(): Promise<void> {
+    await this.#media?.disable('camera');
+  }
+
+  /** Captures the microphone and publishes it (errors as enableCamera). */
+  async enableMicrophone(options: SvcAudioOptions = {}): Promise<string | null> {
+    return this.#needMedia().enable('microphone', options);
+  }
+
+  /** Stops publishing the microphone and releases it. */
+  async disableMicrophone(): Promise<void> {
+    await this.#media?.disable('microphone');
+  }
+
+  /** Mutes or unmutes the published microphone without renegotiation (others see media.muted). */
+  async setMicrophoneMuted(muted: boolean): Promise<void> {
+    await this.#media?.setMuted('microphone', muted);
+  }
+
+  /** Captures a screen (getDisplayMedia) and publishes it as `screen` (errors as enableCamera). */
+  async enableScreenShare(options: SvcVideoOptions = {}): Promise<string | null> {
+    return this.#needMedia().enable('screen', options);
+  }
+
+  /** Stops the screen share. */
+  async disableScreenShare(): Promise<void> {
+    await this.#media?.disable('screen');
+  }
+
+  /** Subscribes to a remote track (only needed with `autoSubscribe: false`). */
+  async subscribe(trackId: string): Promise<void> {
+    await this.#needMedia().subscribe(trackId);
+  }
+
+  /** Stops receiving a remote track. */
+  async unsubscribe(trackId: string): Promise<void> {
+    await this.#media?.unsubscribe(trackId);
   }
 
   // ---- Internals ---------------------------------------------------------------------------
@@ -351,6 +477,8 @@ export class SvcClient {
   /** Marks the run over and releases its timers; the caller sets the state. */
   #stop(run: Run) {
     run.ended = true;
+    this.#media?.close();
+    this.#media = null;
     if (run.heartbeat) clearInterval(run.heartbeat);
     run.wake?.();
     if (this.#run === run) this.#run = null;
@@ -361,18 +489,21 @@ export class SvcClient {
     run.channel?.abandon();
     run.channel = null;
     this.#room = null;
+    this.controller._reset();
     this.#lastError = error;
     this.#state.set(SvcConnectionState.FAILED);
     if (notifyApp) notify(this.onDisconnected, 'RECONNECT_FAILED');
   }
 
-  #end(run: Run, reason: SvcDisconnectReason) {
+  #end(run: Run, reason: SvcDisconnectReason, message?: string) {
     this.#stop(run);
     run.channel?.abandon();
     run.channel = null;
     this.#room = null;
+    if (reason === 'ROOM_DELETED') this.controller._roomDeleted();
+    this.controller._reset();
     this.#state.set(SvcConnectionState.DISCONNECTED);
-    notify(this.onDisconnected, reason);
+    notify(this.onDisconnected, reason, message !== undefined ? { message } : undefined);
   }
 
   /**
@@ -485,14 +616,23 @@ export class SvcClient {
           for (const p of left) notify(this.onUserLeft, p, undefined);
           for (const p of joined) notify(this.onUserJoined, p);
         } else {
-          this.#room = new SvcRoom(snapshot, {
-            request: (type, data) => {
+          const transport = {
+            request: (type: string, data: unknown) => {
               const channel = run.channel;
               if (!channel?.isOpen || run.ended) return Promise.reject(notConnected());
               return channel.request(type, data);
             },
-          });
+          };
+          this.#room = new SvcRoom(snapshot, transport);
+          this.#media = this.#newMedia(transport);
+          this.#room.media = this.#media;
         }
+        this.controller._snapshot(
+          snapshot.controller as ControllerSnapshot | undefined,
+          run.lastSeq,
+          run.options,
+        );
+        this.#media?.applySnapshot(snapshot.self.sid, snapshot.media);
         handshake.established('joined');
         return;
       }
@@ -501,17 +641,26 @@ export class SvcClient {
         return;
       case 'session.waiting':
         handshake.waiting();
-        notify(this.onWaitingForHost);
+        notify(
+          this.onWaitingForHost,
+          (frame.data as { reason?: 'NO_HOST' | 'APPROVAL' } | undefined)?.reason ?? 'NO_HOST',
+        );
         return;
       case 'session.admitted':
       case 'session.closed':
       case 'error':
         return;
+      case 'media.trickle': {
+        const d = frame.data as { id: string; candidate: Record<string, unknown> | null };
+        this.#media?.applyTrickle(d.id, d.candidate);
+        return;
+      }
     }
     if (typeof frame.seq !== 'number' || !this.#room) return;
     if (frame.seq <= run.lastSeq) return;
     run.lastSeq = frame.seq;
     this.#applyEvent(run, this.#room, frame.type, frame);
+    this.controller._event(this.#room, frame.type, frame.data, frame.seq, frame.ts ?? 0);
   }
 
   #applyEvent(run: Run, room: SvcRoom, type: string, frame: ServerFrame) {
@@ -554,6 +703,17 @@ export class SvcClient {
         run.endReason = 'ROOM_DELETED';
         return;
     }
+    if (type.startsWith('media.')) this.#media?.applyEvent(type, frame.data);
+  }
+
+  #newMedia(transport: { request(type: string, data: unknown): Promise<Record<string, unknown>> }) {
+    const who = (track: SvcTrackInfo) => this.#room?.getParticipant(track.sid) ?? null;
+    return new MediaSession(transport, this.#autoSubscribe, this.#iceTransportPolicy, {
+      started: (track) => notify(this.onMediaStarted, who(track), track, track.kind),
+      stopped: (track) => notify(this.onMediaStopped, who(track), track, track.kind),
+      muted: (track) => notify(this.onMediaMuted, who(track), track),
+      failed: (err) => notify(this.onMediaError, asSvcError(err)),
+    });
   }
 
   #onChannelClosed(run: Run, channel: Channel, close: ChannelClose) {
@@ -562,7 +722,7 @@ export class SvcClient {
     if (run.heartbeat) clearInterval(run.heartbeat);
     const reason = endReasonOf(run, close);
     if (reason) {
-      this.#end(run, reason);
+      this.#end(run, reason, close.sessionClosed?.message);
       return;
     }
     this.#reconnectLoop(run).catch((err) => {

@@ -18,6 +18,14 @@ export const CLIENT_ERROR_CODES = [
   'client_disconnected',
   'not_connected',
   'reconnect_failed',
+  /** No WebRTC in this environment (RTCPeerConnection or navigator.mediaDevices is missing). */
+  'media_not_supported',
+  /** The user or the browser refused the camera, microphone or screen. */
+  'media_permission_denied',
+  /** No device matches (or the constraints cannot be met). */
+  'media_device_not_found',
+  /** The device could not be started (in use, hardware error). */
+  'media_device_failed',
 ] as const;
 export type SvcClientErrorCode = (typeof CLIENT_ERROR_CODES)[number];
 

@@ -1,5 +1,6 @@
-import type { RoomSnapshot } from '@svc/protocol';
+import type { RoomSnapshot, SvcTrackInfo } from '@svc/protocol';
 import { SvcError } from './errors.ts';
+import type { MediaSession, SvcLocalTrack, SvcRemoteTrack } from './media.ts';
 import type { SvcParticipant, SvcRoomInfo } from './types.ts';
 
 /** What a room handle needs from its client: a way to send requests on the live channel. */
@@ -50,6 +51,24 @@ export class SvcRoom {
     return this.participants.filter((p) => p.sid !== this.#self.sid);
   }
 
+  /** @internal Set by SvcClient. */
+  media: MediaSession | null = null;
+
+  /** Every published track in the room (this client's included), in the server's order. */
+  get tracks(): SvcTrackInfo[] {
+    return this.media?.tracks ?? [];
+  }
+
+  /** The tracks this client publishes. */
+  get localTracks(): SvcLocalTrack[] {
+    return this.media?.localTracks ?? [];
+  }
+
+  /** Others' tracks, with the received media once subscribed. */
+  get remoteTracks(): SvcRemoteTrack[] {
+    return this.media?.remoteTracks ?? [];
+  }
+
   /** The participant with this session id, if present. */
   getParticipant(sid: string): SvcParticipant | undefined {
     return this.#participants.get(sid);
@@ -73,6 +92,11 @@ export class SvcRoom {
   async updateMetadata(metadata: string): Promise<{ seq: number }> {
     const ack = await this.transport.request('room.update_metadata', { metadata });
     return { seq: Number(ack.seq) };
+  }
+
+  /** @internal Sends a request on the room's live channel (used by the room controller). */
+  request(type: string, data: unknown): Promise<Record<string, unknown>> {
+    return this.transport.request(type, data);
   }
 
   /** @internal Replaces the whole state; returns who appeared and who disappeared (by sid). */

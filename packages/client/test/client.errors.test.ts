@@ -18,11 +18,6 @@ test('every refusal close code maps to a registry code with its status', () => {
       assert.equal(err.code, 'timeout');
       continue;
     }
-    if (closeCode === CLOSE_CODES.KICKED) {
-      // Reserved for the room controller; the registry has no code for it yet.
-      assert.equal(err.code, 'connection_closed', name);
-      continue;
-    }
     assert.ok(isErrorCode(err.code), `${name} (${closeCode}) → ${err.code}`);
     assert.equal(err.status, ERROR_CODES[err.code as keyof typeof ERROR_CODES].status);
   }

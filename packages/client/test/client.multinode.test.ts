@@ -33,7 +33,7 @@ function startNode(env: Record<string, string>): Promise<Node> {
       new Promise<Node>((resolve, reject) => {
         const child = spawn(process.execPath, ['--import', 'tsx', MAIN], {
           cwd: REPO_ROOT,
-          env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
+          env: { SVC_MEDIA: 'off', ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
           stdio: ['ignore', 'pipe', 'pipe'],
         });
         let out = '';

@@ -1,3 +1,4 @@
+import { CONTROLLER_ERRORS } from './errors/controller.ts';
 import { CORE_ERRORS } from './errors/core.ts';
 import { LINKS_ERRORS } from './errors/links.ts';
 import { REALTIME_ERRORS } from './errors/realtime.ts';
@@ -12,6 +13,7 @@ import { WEBHOOKS_ERRORS } from './errors/webhooks.ts';
 export const ERROR_CODES = {
   ...CORE_ERRORS,
   ...REALTIME_ERRORS,
+  ...CONTROLLER_ERRORS,
   ...LINKS_ERRORS,
   ...VERIFY_ERRORS,
   ...WEBHOOKS_ERRORS,

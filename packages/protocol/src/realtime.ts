@@ -1,5 +1,11 @@
 import { type Static, Type } from '@sinclair/typebox';
 import { PageMeta, PageQuery, Timestamp } from './common.ts';
+import {
+  MEDIA_REQUEST_TYPES,
+  type MediaEventData,
+  MediaSnapshotSchema,
+  type MediaTrickleFrameData,
+} from './media.ts';
 
 /**
  * The Realtime wire contract: REST bodies (API.md, Realtime) and the signaling channel
@@ -78,11 +84,19 @@ export const SvcRoomOptionsSchema = Type.Object(
   {
     roomName: RoomNameSchema,
     participant: SvcParticipantOptionsSchema,
-    liveType: LiveTypeSchema,
+    /** The room's type; required when this request creates the room, ignored otherwise. */
+    liveType: Type.Optional(LiveTypeSchema),
     /** When false, this participant waits until a host is present. Default true. */
     canJoinWithNoHost: Type.Optional(Type.Boolean()),
     /** Metadata for the room when this request creates it; ignored if the room exists. */
     roomMetadata: Type.Optional(MetadataSchema),
+    /**
+     * When false, this participant may not publish media (the room's liveType may narrow it
+     * further: AUDIO_CONFERENCE publishes audio only, LIVE_STREAMING only hosts). Default true.
+     */
+    canPublish: Type.Optional(Type.Boolean()),
+    /** When false, this participant may not subscribe to others' media. Default true. */
+    canSubscribe: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );
@@ -191,6 +205,10 @@ export interface RealtimeTokenClaims {
   avatarUrl?: string;
   host: boolean;
   canJoinWithNoHost: boolean;
+  /** Absent means true (tokens issued before media existed). */
+  canPublish?: boolean;
+  /** Absent means true. */
+  canSubscribe?: boolean;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -212,7 +230,7 @@ export const LEAVE_REASONS = [
   'ROOM_DELETED',
   /** The room ended (empty timeout). */
   'ROOM_ENDED',
-  /** Removed by a host or the server (reserved for the room controller). */
+  /** Removed by a host or co-host (`participant.kick`); the user id is banned from the room. */
   'KICKED',
   /** The access token expired before a waiting participant was admitted. */
   'TOKEN_EXPIRED',
@@ -220,6 +238,10 @@ export const LEAVE_REASONS = [
   'PROTOCOL_VIOLATION',
   /** The server is shutting down. */
   'SERVER_SHUTDOWN',
+  /** A host or co-host declined a participant in the waiting room. */
+  'WAITING_REJECTED',
+  /** Nobody admitted a participant from the waiting room in time. */
+  'WAITING_TIMEOUT',
 ] as const;
 export type LeaveReason = (typeof LEAVE_REASONS)[number];
 
@@ -253,12 +275,16 @@ export const CLOSE_CODES = {
   DUPLICATE_IDENTITY: 4006,
   /** The room was deleted. */
   ROOM_DELETED: 4007,
-  /** Removed from the room (reserved for the room controller). */
+  /** Removed from the room by a host or co-host (`kicked`), or refused as banned (`banned`). */
   KICKED: 4008,
   /** The room ended (empty timeout) while this connection was waiting. */
   ROOM_ENDED: 4009,
   /** No session.join / session.resume within the handshake timeout, or no pong to pings. */
   TIMEOUT: 4010,
+  /** A host or co-host declined this connection in the waiting room. */
+  WAITING_REJECTED: 4011,
+  /** Nobody admitted this connection from the waiting room in time. */
+  WAITING_TIMEOUT: 4012,
   /** Repeated protocol violations (invalid frames beyond the allowance). */
   PROTOCOL_VIOLATION: 4400,
   /** The connection kept sending after being rate limited. */
@@ -325,6 +351,7 @@ export const CLIENT_REQUEST_TYPES = [
   'message.send',
   'room.update_metadata',
   'ping',
+  ...MEDIA_REQUEST_TYPES,
 ] as const;
 export type ClientRequestType = (typeof CLIENT_REQUEST_TYPES)[number] | `app.${string}`;
 
@@ -386,6 +413,10 @@ export const RoomSnapshotSchema = Type.Object({
   participants: Type.Array(SvcParticipantInfoSchema),
   /** The departure grace period: resume within it to keep the session. */
   departureGraceMs: Type.Integer(),
+  /** The room controller's state (ControllerSnapshot in controller.ts). */
+  controller: Type.Optional(Type.Unknown()),
+  /** Media: engine availability, ICE servers, this participant's permissions, the room's tracks. */
+  media: MediaSnapshotSchema,
 });
 export type RoomSnapshot = Static<typeof RoomSnapshotSchema>;
 
@@ -396,15 +427,17 @@ export interface SessionFrameData {
   /** After session.resume succeeded; the missed room events (seq > lastSeq) follow. */
   'session.resumed': { sessionId: string; replayed: number };
   /** No host is present and the token does not allow joining without one. */
-  'session.waiting': { reason: 'NO_HOST' };
+  'session.waiting': { reason: 'NO_HOST' | 'APPROVAL' };
   /** A host arrived; `session.joined` follows at once. */
   'session.admitted': Record<string, never>;
   /** The server ends this session; a close with `closeCode` follows. */
-  'session.closed': { reason: LeaveReason; code: string; closeCode: number };
+  'session.closed': { reason: LeaveReason; code: string; closeCode: number; message?: string };
+  /** A server-side ICE candidate for one of this client's PeerConnections (media.ts). */
+  'media.trickle': MediaTrickleFrameData;
 }
 
-/** Room events' `data`. */
-export interface RoomEventData {
+/** Room events' `data` (media events: media.ts). */
+export interface RoomEventData extends MediaEventData {
   'participant.joined': { participant: SvcParticipantInfo };
   'participant.left': { participant: SvcParticipantInfo; reason: LeaveReason };
   /** `sender` is the participant (socket) or the user named by the REST call (`viaApi: true`). */
@@ -433,5 +466,8 @@ export const ROOM_EVENT_TYPES: RoomEventType[] = [
   'room.metadata_changed',
   'room.deleted',
   'room.ended',
+  'media.started',
+  'media.stopped',
+  'media.muted',
 ];
 export type SessionFrameType = keyof SessionFrameData;

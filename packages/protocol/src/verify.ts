@@ -14,7 +14,7 @@ const VerificationId = Type.String({
   minLength: 1,
   maxLength: 64,
   pattern: '^[A-Za-z0-9_-]+$',
-  examples: ['vrf_01JD…'],
+  examples: ['vrf_01JD9ZK3G0Q4W8Y2N6R1T5V7XB'],
 });
 
 /** The code as the user typed it: 4–10 digits (Svc sends 6). */

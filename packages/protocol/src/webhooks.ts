@@ -10,6 +10,8 @@ export const WEBHOOK_EVENT_TYPES = [
   'room.ended',
   'participant.joined',
   'participant.left',
+  'invitation.created',
+  'invitation.updated',
   'recording.started',
   'recording.completed',
   'recording.failed',

@@ -7,6 +7,7 @@ import Fastify, {
   type onRequestAsyncHookHandler,
 } from 'fastify';
 import type { DestinationStream } from 'pino';
+import { Gauge } from 'prom-client';
 import { KeyService } from './admin/keys.ts';
 import { ProjectService } from './admin/projects.ts';
 import { adminRoutes, adminTokenHook } from './admin/routes.ts';
@@ -15,19 +16,26 @@ import { KeyStore } from './auth/key-store.ts';
 import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import { DomainEvents } from './events.ts';
+import { installCors } from './http/cors.ts';
 import { findInputFault } from './http/input-check.ts';
 import { lazyChildLoggerFactory, loggerOptions } from './http/logging.ts';
 import { Metrics } from './http/metrics.ts';
 import { installOpenApi } from './http/openapi.ts';
 import { installErrorHandling, sendProblem } from './http/problem.ts';
 import { linksPlugin } from './links/plugin.ts';
+import type { MediaService } from './media/service.ts';
 import { realtimePlugin } from './realtime/plugin.ts';
+import { Sealer } from './sealing.ts';
 import { resolveServerSecret } from './secret.ts';
 import { openSharedState, type SharedState } from './state/index.ts';
 import { openStore, type Store } from './storage/db.ts';
 import { SigningKeys } from './tokens/signing-keys.ts';
+import { type DependencyHealth, RETRY_AFTER_SECONDS, within } from './unavailable.ts';
 import { verifyPlugin } from './verify/plugin.ts';
 import { webhooksPlugin } from './webhooks/plugin.ts';
+
+/** How long `/readyz` waits for each dependency: it answers within a second, always. */
+const READY_CHECK_MS = 800;
 
 /** What every area of the server is given: the stores, the clock, the key system. */
 export interface Services {
@@ -43,10 +51,16 @@ export interface Services {
   signingKeys: SigningKeys;
   /** The server secret (HMAC key material): SVC_SECRET or the embedded default's generated one. */
   secret: string;
+  /** Seals secrets kept in the SQL store, keyed by the server secret (and previous ones). */
+  sealer: Sealer;
   /** Domain events (room.started, participant.joined…); the webhooks area subscribes. */
   events: DomainEvents;
   /** The admin-token check, for an area's own routes under `/v1/admin` (an onRequest hook). */
   adminGuard: onRequestAsyncHookHandler;
+  /** Optional parts' state for /readyz details (e.g. `media`); they never make it fail. */
+  readiness: Map<string, () => object>;
+  /** The media area, set by the Realtime plugin (tests read its engine and handles). */
+  media: MediaService | null;
 }
 
 declare module 'fastify' {
@@ -103,14 +117,18 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
       databaseUrl: config.databaseUrl,
       sqliteFile: `${config.dataDir}/svc.sqlite`,
       pgSchema: options.pgSchema,
+      timeoutMs: config.storeTimeoutMs,
     }));
-  const state = options.state ?? openSharedState(config.redisUrl, config.redisPrefix);
+  const state =
+    options.state ?? openSharedState(config.redisUrl, config.redisPrefix, config.stateTimeoutMs);
   const metrics = new Metrics({ defaultMetrics: options.defaultMetrics });
   const keyStore = new KeyStore(store, state, clock, config.keyCacheTtlMs);
   await keyStore.start();
   const projects = new ProjectService(store, keyStore, clock);
   const keys = new KeyService(store, projects, keyStore, clock);
-  const signingKeys = new SigningKeys(store, clock, config.publicUrl);
+  const secret = options.secret ?? resolveServerSecret(config);
+  const sealer = new Sealer(secret, config.secretPrevious);
+  const signingKeys = new SigningKeys(store, clock, config.publicUrl, sealer);
   await signingKeys.init();
   const logsRequests = config.logLevel === 'debug' || config.logLevel === 'trace';
   const services: Services = {
@@ -124,8 +142,11 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     keys,
     signingKeys,
     events: new DomainEvents(),
-    secret: options.secret ?? resolveServerSecret(config),
+    secret,
+    sealer,
     adminGuard: adminTokenHook(options.adminToken),
+    readiness: new Map(),
+    media: null,
   };
 
   const logger = loggerOptions(config.logLevel);
@@ -140,6 +161,8 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
         coerceTypes: 'array',
         useDefaults: true,
         allErrors: false,
+        // Errors carry their schema, so that a bad enum value is answered with the allowed ones.
+        verbose: true,
       },
     },
     requestIdHeader: false,
@@ -161,11 +184,41 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.decorate('svc', services);
+  // Each outage is logged once when it starts and once when it ends, not once per request.
+  for (const health of [store.health, state.health]) {
+    const onDown = (err: Error) =>
+      app.log.warn({ err, dependency: health.dependency }, `${health.dependency} unavailable`);
+    const onUp = () =>
+      app.log.warn({ dependency: health.dependency }, `${health.dependency} available again`);
+    health.on('down', onDown).on('up', onUp);
+    app.addHook('onClose', (_instance, done) => {
+      health.off('down', onDown).off('up', onUp);
+      done();
+    });
+  }
+  new Gauge({
+    name: 'svc_dependency_up',
+    help: 'Whether this node sees the dependency answering (1) or down (0): store, shared_state',
+    labelNames: ['dependency'],
+    registers: [metrics.registry],
+    collect() {
+      this.set({ dependency: 'store' }, store.health.up ? 1 : 0);
+      this.set({ dependency: 'shared_state' }, state.health.up ? 1 : 0);
+    },
+  });
   // JSON only: a text/plain body is refused with 415 rather than reaching a schema as a string.
   app.removeContentTypeParser('text/plain');
   // Callback hooks, not async ones: they run on every request and a promise each costs more.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('Request-Id', request.id);
+    done();
+  });
+  // A request without a body, to a route whose body members are all optional, means `{}`.
+  app.addHook('preValidation', (request, _reply, done) => {
+    if (request.body === undefined) {
+      const body = request.routeOptions.schema?.body as { required?: string[] } | undefined;
+      if (body && !body.required?.length) request.body = {};
+    }
     done();
   });
   // After each route's schema: finite numbers, no NUL, bounded nesting (http/input-check.ts).
@@ -192,31 +245,57 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     if (!options.store) await store.close();
   });
   installErrorHandling(app);
+  installCors(app, { adminOrigins: config.adminCorsOrigins });
 
   await installOpenApi(app, config.publicUrl);
 
   app.get(
     '/.well-known/jwks.json',
     {
-      schema: { tags: ['tokens'], summary: 'The public keys that verify Svc-issued tokens (JWKS)' },
+      schema: {
+        tags: ['tokens'],
+        summary: 'The public keys that verify Svc-issued tokens (JWKS)',
+        response: {
+          200: {
+            description: 'A JSON Web Key Set (RFC 7517) of ES256 public keys',
+            type: 'object',
+            properties: {
+              keys: { type: 'array', items: { type: 'object', additionalProperties: true } },
+            },
+            required: ['keys'],
+          },
+        },
+      },
     },
     async (_request, reply) =>
       reply.header('Cache-Control', 'public, max-age=300').send(signingKeys.jwks()),
   );
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { schema: { hide: true } }, async (_request, reply) => {
+    // Each check has its own deadline, so a stalled dependency cannot hold the answer past 1 s.
     const [storeOk, stateOk] = await Promise.all([
-      store.ping().catch(() => false),
-      state.ping().catch(() => false),
+      within(store.ping(), READY_CHECK_MS, false),
+      within(state.ping(), READY_CHECK_MS, false),
     ]);
     if (!storeOk || !stateOk) {
+      const check = (ok: boolean, health: DependencyHealth) =>
+        ok ? { status: 'up' } : { status: 'down', error: health.lastError ?? 'no answer in time' };
       return sendProblem(
         reply,
         'service_unavailable',
-        `store: ${storeOk ? 'ok' : 'down'}, shared state: ${stateOk ? 'ok' : 'down'}`,
+        `store: ${storeOk ? 'up' : 'down'}, shared state: ${stateOk ? 'up' : 'down'}`,
+        {
+          checks: {
+            store: { kind: store.dialect, ...check(storeOk, store.health) },
+            sharedState: { kind: state.kind, ...check(stateOk, state.health) },
+          },
+        },
+        { 'Retry-After': String(RETRY_AFTER_SECONDS) },
       );
     }
-    return { status: 'ready', store: store.dialect, sharedState: state.kind };
+    const details: Record<string, object> = {};
+    for (const [name, read] of services.readiness) details[name] = read();
+    return { status: 'ready', store: store.dialect, sharedState: state.kind, ...details };
   });
   app.get('/metrics', { schema: { hide: true } }, async (_request, reply) =>
     reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),

@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -236,14 +237,25 @@ export async function runCli(
     }
     const { method, path: apiPath, body, values } = toRequest(argv);
     const base = (values.url ?? env.SVC_URL ?? 'http://localhost:8080').replace(/\/+$/, '');
-    const res = await fetch(`${base}/v1/admin${apiPath}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${adminToken(values, env)}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    const token = adminToken(values, env);
+    let res: Response;
+    try {
+      res = await fetch(`${base}/v1/admin${apiPath}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${token}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (e) {
+      const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+      const reason = cause?.code ?? cause?.message ?? (e as Error).message;
+      err.write(
+        `svc: cannot reach the server at ${base} (${reason}); is it running? Set --url or SVC_URL.\n`,
+      );
+      return 1;
+    }
     const text = await res.text();
     if (!res.ok) {
       let message = text;
@@ -267,6 +279,6 @@ export async function runCli(
   }
 }
 
-if (process.argv[1] && /cli\.ts$|svc(\.mjs)?$/.test(process.argv[1])) {
+if (process.argv[1] && /cli\.[jt]s$|svc(\.mjs)?$/.test(process.argv[1])) {
   process.exitCode = await runCli(process.argv.slice(2));
 }

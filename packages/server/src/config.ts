@@ -1,4 +1,6 @@
 import path from 'node:path';
+import { normaliseOriginPattern } from './auth/restrictions.ts';
+import { loadMediaConfig, type MediaConfig } from './media/config.ts';
 import { loadRealtimeConfig, type RealtimeConfig } from './realtime/config.ts';
 import { loadSmsSenderConfig, type SmsSenderConfig } from './verify/sms-config.ts';
 
@@ -16,14 +18,33 @@ export interface Config {
   redisUrl: string | undefined;
   /** `SVC_REDIS_PREFIX` (`svc:`): prefix of every Redis key and channel this node uses. */
   redisPrefix: string;
+  /**
+   * `SVC_STORE_TIMEOUT_MS` (5000): PostgreSQL's deadline for one query and for getting a
+   * connection; past it the request gets 503 `service_unavailable` (README, "When a dependency
+   * fails").
+   */
+  storeTimeoutMs: number;
+  /** `SVC_STATE_TIMEOUT_MS` (1000): Redis's deadline for one command, waiting for a connection included. */
+  stateTimeoutMs: number;
   /** `SVC_ADMIN_TOKEN`: the admin API token; generated on first start when unset (embedded default). */
   adminToken: string | undefined;
   /** `SVC_SECRET`: keys server-side HMACs; generated into DATA_DIR when unset (embedded default only). */
   secret: string | undefined;
+  /**
+   * `SVC_SECRET_PREVIOUS`: earlier server secrets, comma-separated, newest first. Sealed values
+   * (signing keys, webhook secrets, SMS credentials) still open with them and are sealed again
+   * with the current secret on start; nothing new is sealed with them.
+   */
+  secretPrevious: string[];
   /** `SVC_PUBLIC_URL` (`http://localhost:PORT`): the externally visible base URL. */
   publicUrl: string;
   /** `SVC_TRUST_PROXY`: proxy addresses/CIDRs whose X-Forwarded-For is believed (none). */
   trustProxy: string[];
+  /**
+   * `SVC_ADMIN_CORS_ORIGINS` (none): exact origins (`https://admin.example.com`), comma-separated,
+   * whose pages may call the admin API; no other origin's page may read an admin response.
+   */
+  adminCorsOrigins: string[];
   /** `SVC_WEBHOOK_ALLOW_PRIVATE` (false): let webhook endpoints resolve to private addresses. */
   webhookAllowPrivate: boolean;
   /** `SVC_WEBHOOK_WORKER` (true): run the webhook delivery worker on this node. */
@@ -57,6 +78,12 @@ export interface Config {
    * (about 105 bytes each, reserved at the first one; the oldest are dropped first).
    */
   linksMaxCandidates: number;
+  /**
+   * `SVC_SHUTDOWN_TIMEOUT_MS` (10000): on SIGTERM or SIGINT, how long in-flight requests, queued
+   * click and webhook writes and deliveries in progress get to finish before the process exits
+   * anyway (with status 1).
+   */
+  shutdownTimeoutMs: number;
   /** `LOG_LEVEL` (info): pino level (`fatal`…`trace`, or `silent`). */
   logLevel: string;
   /** `SVC_BOOTSTRAP` (true): create the `default` project and keys on first start with an empty store. */
@@ -65,6 +92,8 @@ export interface Config {
   smsSender: SmsSenderConfig;
   /** Realtime settings (`SVC_REALTIME_*`, see realtime/config.ts). */
   realtime: RealtimeConfig;
+  /** Media settings (`SVC_MEDIA*`, `SVC_JANUS_*`, `SVC_ICE_SERVERS`, `SVC_TURN_*`, see media/config.ts). */
+  media: MediaConfig;
 }
 
 export class ConfigError extends Error {}
@@ -87,6 +116,23 @@ function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean) {
   if (/^(true|1|yes)$/i.test(raw)) return true;
   if (/^(false|0|no)$/i.test(raw)) return false;
   throw new ConfigError(`${name} must be true or false, got "${raw}"`);
+}
+
+/** A comma-separated list of exact origins (`scheme://host[:port]`). */
+function origins(env: NodeJS.ProcessEnv, name: string): string[] {
+  const list = (env[name] || '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  return list.map((value) => {
+    const origin = normaliseOriginPattern(value);
+    if (!origin || origin.includes('*')) {
+      throw new ConfigError(
+        `${name} must list origins like https://admin.example.com, got "${value}"`,
+      );
+    }
+    return origin;
+  });
 }
 
 const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
@@ -145,13 +191,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseUrl,
     redisUrl,
     redisPrefix: env.SVC_REDIS_PREFIX || 'svc:',
+    storeTimeoutMs: int(env, 'SVC_STORE_TIMEOUT_MS', 5000, 100, 600_000),
+    stateTimeoutMs: int(env, 'SVC_STATE_TIMEOUT_MS', 1000, 50, 60_000),
     adminToken: env.SVC_ADMIN_TOKEN || undefined,
     secret: env.SVC_SECRET || undefined,
+    secretPrevious: (env.SVC_SECRET_PREVIOUS || '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
     publicUrl,
     trustProxy: (env.SVC_TRUST_PROXY || '')
       .split(',')
       .map((s) => s.trim())
       .filter(Boolean),
+    adminCorsOrigins: origins(env, 'SVC_ADMIN_CORS_ORIGINS'),
     webhookAllowPrivate: bool(env, 'SVC_WEBHOOK_ALLOW_PRIVATE', false),
     webhookWorker: bool(env, 'SVC_WEBHOOK_WORKER', true),
     webhookRetryScheduleMs: parseRetrySchedule(
@@ -166,11 +219,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     keyCacheTtlMs: int(env, 'SVC_KEY_CACHE_TTL_MS', 30_000, 0, 3_600_000),
     bodyLimitBytes: int(env, 'SVC_BODY_LIMIT', 1_048_576, 1024, 100 * 1_048_576),
     linksMaxCandidates: int(env, 'SVC_LINKS_MAX_CANDIDATES', 1_000_000, 1000, 50_000_000),
+    shutdownTimeoutMs: int(env, 'SVC_SHUTDOWN_TIMEOUT_MS', 10_000, 100, 600_000),
     logLevel,
     bootstrap: bool(env, 'SVC_BOOTSTRAP', true),
     smsSender: loadSmsSenderConfig(env, (message) => {
       throw new ConfigError(message);
     }),
     realtime: loadRealtimeConfig(env),
+    media: loadMediaConfig(env, path.resolve(env.DATA_DIR || './data')),
   };
 }

@@ -1,3 +1,4 @@
+#!/usr/bin/env node
 import { bootstrapDefaultProject, resolveAdminToken } from './admin/bootstrap.ts';
 import { buildApp } from './app.ts';
 import { ConfigError, loadConfig } from './config.ts';
@@ -14,25 +15,37 @@ async function main() {
     throw err;
   }
   const admin = resolveAdminToken(config);
-  const app = await buildApp({ config, adminToken: admin.token, defaultMetrics: true });
-  // Handlers first: a signal that arrives while starting still shuts down cleanly.
+  // Handlers before anything slow: a signal that arrives while starting still stops cleanly
+  // (once the app is built, since a half-built one has nothing to close in order).
+  const building = buildApp({ config, adminToken: admin.token, defaultMetrics: true });
   let closing = false;
-  const shutdown = async (signal: string) => {
+  const shutdown = async (signal: NodeJS.Signals) => {
     if (closing) return;
     closing = true;
-    app.log.info({ signal }, 'shutting down');
-    const force = setTimeout(() => process.exit(1), 10_000).unref();
+    // Past the bound, what has not finished is given up: unfinished webhook deliveries come
+    // back after their lease, and the exit status says the stop was not clean.
+    setTimeout(() => {
+      console.error(`svc: still stopping after ${config.shutdownTimeoutMs} ms; exiting`);
+      process.exit(1);
+    }, config.shutdownTimeoutMs).unref();
     try {
+      const app = await building;
+      app.log.info({ signal }, 'stopping: no new connections; finishing requests and writes');
+      // Closes the listener (new requests get 503), waits for requests in flight, closes
+      // WebSockets with 1001 (going away), flushes click batches, lets webhook deliveries in
+      // progress finish, then closes the stores.
       await app.close();
-      clearTimeout(force);
+      app.log.info('stopped');
       process.exit(0);
     } catch (err) {
-      app.log.error({ err }, 'shutdown failed');
+      console.error('svc: stopping failed:', err instanceof Error ? err.message : err);
       process.exit(1);
     }
   };
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   process.on('SIGINT', () => void shutdown('SIGINT'));
+  const app = await building;
+  if (closing) return;
   const created = config.bootstrap ? await bootstrapDefaultProject(app.svc) : null;
   await app.listen({ port: config.port, host: config.host });
   const address = app.server.address();

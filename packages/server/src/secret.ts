@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { makePrivateDir, restrictFiles } from './storage/files.ts';
 
 const SECRET_FILE = 'server-secret';
 
@@ -16,13 +17,16 @@ export function resolveServerSecret(config: {
 }): string {
   if (config.secret) return config.secret;
   const file = path.join(config.dataDir, SECRET_FILE);
-  if (fs.existsSync(file)) return fs.readFileSync(file, 'utf8').trim();
+  if (fs.existsSync(file)) {
+    restrictFiles(file);
+    return fs.readFileSync(file, 'utf8').trim();
+  }
   if (config.databaseUrl) {
     throw new Error(
       'SVC_SECRET must be set when DATABASE_URL is (every node needs the same secret)',
     );
   }
-  fs.mkdirSync(config.dataDir, { recursive: true });
+  makePrivateDir(config.dataDir);
   const secret = randomBytes(32).toString('base64url');
   fs.writeFileSync(file, `${secret}\n`, { mode: 0o600, flag: 'wx' });
   return secret;

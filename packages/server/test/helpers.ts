@@ -45,12 +45,14 @@ export function uniqueName(prefix: string) {
  */
 export async function freshStore(
   db: Backend['db'],
-): Promise<{ store: Store; schema?: string; drop(): Promise<void> }> {
+): Promise<{ store: Store; schema?: string; file?: string; drop(): Promise<void> }> {
   if (db === 'sqlite') {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-test-'));
-    const store = await openStore({ sqliteFile: path.join(dir, 'svc.sqlite') });
+    const file = path.join(dir, 'svc.sqlite');
+    const store = await openStore({ sqliteFile: file });
     return {
       store,
+      file,
       async drop() {
         await store.close();
         fs.rmSync(dir, { recursive: true, force: true });
@@ -160,7 +162,13 @@ export async function startTestServer(
   const fresh = await freshStore(backend.db);
   const shared = freshState(backend.state);
   const adminToken = `admin_${randomBytes(16).toString('hex')}`;
-  const config = loadConfig({ LOG_LEVEL: 'info', SVC_BOOTSTRAP: 'false', ...options.env });
+  // Media is off unless a test asks for it (a Janus per test server would cost every suite).
+  const config = loadConfig({
+    LOG_LEVEL: 'info',
+    SVC_BOOTSTRAP: 'false',
+    SVC_MEDIA: 'off',
+    ...options.env,
+  });
   const logs = new LogCapture();
   const app = await buildApp({
     config,

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import { ManualClock } from '../src/clock.ts';
+import { Sealer } from '../src/sealing.ts';
 import { SigningKeys } from '../src/tokens/signing-keys.ts';
 import { DIALECTS, freshStore } from './helpers.ts';
 
@@ -15,7 +16,12 @@ for (const dialect of DIALECTS) {
     after(() => fresh.drop());
 
     test('tokens verify against the published JWKS, with kid, jti, aud and expiry', async () => {
-      const keys = new SigningKeys(fresh.store, clock, 'http://svc.test');
+      const keys = new SigningKeys(
+        fresh.store,
+        clock,
+        'http://svc.test',
+        new Sealer('test-secret'),
+      );
       await keys.init();
       const { token, jti } = await keys.sign(
         { room: 'r1' },
@@ -41,12 +47,12 @@ for (const dialect of DIALECTS) {
     });
 
     test('rotation keeps old tokens valid until the old key is retired; a second node sees the set', async () => {
-      const a = new SigningKeys(fresh.store, clock, 'http://svc.test');
+      const a = new SigningKeys(fresh.store, clock, 'http://svc.test', new Sealer('test-secret'));
       await a.init();
       const old = await a.sign({}, { audience: 'svc:test', subject: 'u', expiresInSeconds: 600 });
       const oldKid = a.jwks().keys[0].kid!;
       await a.rotate();
-      const b = new SigningKeys(fresh.store, clock, 'http://svc.test');
+      const b = new SigningKeys(fresh.store, clock, 'http://svc.test', new Sealer('test-secret'));
       await b.init();
       assert.equal(b.jwks().keys.length, a.jwks().keys.length);
       assert.equal((await b.verify(old.token, 'svc:test')).ok, true);

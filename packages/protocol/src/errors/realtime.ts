@@ -27,4 +27,22 @@ export const REALTIME_ERRORS = {
     title: 'Another connection with the same user id replaced this one.',
   },
   room_deleted: { status: 410, title: 'The room was deleted.' },
+  media_unavailable: {
+    status: 503,
+    title: 'Media is off on this server (no media engine is configured or reachable).',
+  },
+  media_not_allowed: {
+    status: 403,
+    title: "The room's liveType or the access token does not allow this media.",
+  },
+  media_invalid_sdp: {
+    status: 400,
+    title: 'The SDP is not a valid single-track description for this request.',
+  },
+  track_not_found: { status: 404, title: 'No such track in the room.' },
+  subscription_not_found: {
+    status: 404,
+    title: 'No such subscription or track of this participant on this connection.',
+  },
+  media_failed: { status: 502, title: 'The media engine refused or failed the request.' },
 } as const satisfies ErrorDefinitions;

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { CreatedApiKey, Project } from '@svc/protocol';
 import type { Services } from '../app.ts';
+import { makePrivateDir, restrictFiles } from '../storage/files.ts';
 
 const TOKEN_FILE = 'admin-token';
 
@@ -21,14 +22,16 @@ export function resolveAdminToken(env: {
 } {
   if (env.adminToken) return { token: env.adminToken, generated: false };
   const file = path.join(env.dataDir, TOKEN_FILE);
-  if (fs.existsSync(file))
+  if (fs.existsSync(file)) {
+    restrictFiles(file);
     return { token: fs.readFileSync(file, 'utf8').trim(), generated: false, file };
+  }
   if (env.databaseUrl) {
     throw new Error(
       'SVC_ADMIN_TOKEN must be set when DATABASE_URL is (a fleet cannot share a generated token)',
     );
   }
-  fs.mkdirSync(env.dataDir, { recursive: true });
+  makePrivateDir(env.dataDir);
   const token = `svc_admin_${randomBytes(32).toString('base64url')}`;
   fs.writeFileSync(file, `${token}\n`, { mode: 0o600, flag: 'wx' });
   return { token, generated: true, file };

@@ -67,25 +67,49 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminDeps> = async (
 
   app.post(
     '/projects',
-    { schema: { tags, security, body: CreateProjectBody, response: { 201: Project } } },
+    {
+      schema: {
+        summary: 'Create a project',
+        tags,
+        security,
+        body: CreateProjectBody,
+        response: { 201: Project },
+      },
+    },
     async (req, reply) => reply.code(201).send(await projects.create(req.body)),
   );
   app.get(
     '/projects',
-    { schema: { tags, security, response: { 200: Type.Object({ items: Type.Array(Project) }) } } },
+    {
+      schema: {
+        summary: 'List projects',
+        tags,
+        security,
+        response: { 200: Type.Object({ items: Type.Array(Project) }) },
+      },
+    },
     async () => ({
       items: await projects.list(),
     }),
   );
   app.get(
     '/projects/:projectId',
-    { schema: { tags, security, params: ProjectParams, response: { 200: Project } } },
+    {
+      schema: {
+        summary: 'Get a project',
+        tags,
+        security,
+        params: ProjectParams,
+        response: { 200: Project },
+      },
+    },
     async (req) => projects.get(req.params.projectId),
   );
   app.patch(
     '/projects/:projectId',
     {
       schema: {
+        summary: "Update a project's name, products, webhook switch or product settings",
         tags,
         security,
         params: ProjectParams,
@@ -97,7 +121,14 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminDeps> = async (
   );
   app.delete(
     '/projects/:projectId',
-    { schema: { tags, security, params: ProjectParams } },
+    {
+      schema: {
+        summary: 'Delete a project and everything in it',
+        tags,
+        security,
+        params: ProjectParams,
+      },
+    },
     async (req, reply) => {
       await projects.delete(req.params.projectId);
       return reply.code(204).send();
@@ -108,6 +139,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminDeps> = async (
     '/projects/:projectId/keys',
     {
       schema: {
+        summary: 'Create a key; the plaintext is shown only here',
         tags,
         security,
         params: ProjectParams,
@@ -121,6 +153,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminDeps> = async (
     '/projects/:projectId/keys',
     {
       schema: {
+        summary: "List a project's keys (no plaintext)",
         tags,
         security,
         params: ProjectParams,
@@ -131,19 +164,34 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminDeps> = async (
   );
   app.get(
     '/projects/:projectId/keys/:keyId',
-    { schema: { tags, security, params: KeyParams, response: { 200: ApiKey } } },
+    {
+      schema: {
+        summary: 'Get a key (no plaintext)',
+        tags,
+        security,
+        params: KeyParams,
+        response: { 200: ApiKey },
+      },
+    },
     async (req) => keys.get(req.params.projectId, req.params.keyId),
   );
   app.patch(
     '/projects/:projectId/keys/:keyId',
     {
-      schema: { tags, security, params: KeyParams, body: UpdateKeyBody, response: { 200: ApiKey } },
+      schema: {
+        summary: "Update a key's name, scopes, locks or rate limit",
+        tags,
+        security,
+        params: KeyParams,
+        body: UpdateKeyBody,
+        response: { 200: ApiKey },
+      },
     },
     async (req) => keys.update(req.params.projectId, req.params.keyId, req.body),
   );
   app.delete(
     '/projects/:projectId/keys/:keyId',
-    { schema: { tags, security, params: KeyParams } },
+    { schema: { summary: 'Revoke a key', tags, security, params: KeyParams } },
     async (req, reply) => {
       await keys.revoke(req.params.projectId, req.params.keyId);
       return reply.code(204).send();
@@ -153,6 +201,8 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminDeps> = async (
     '/projects/:projectId/keys/:keyId/rotate',
     {
       schema: {
+        summary:
+          'Rotate a key: a new key with the same settings; the old one works for the grace period',
         tags,
         security,
         params: KeyParams,
@@ -175,6 +225,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminDeps> = async (
     '/projects/:projectId/keys/import-legacy',
     {
       schema: {
+        summary: 'Import a legacy key (acts as a server key)',
         tags,
         security,
         params: ProjectParams,

@@ -2,6 +2,7 @@ import type { ErrorCode, KeyType, Product } from '@svc/protocol';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Clock } from '../clock.ts';
 import type { Config } from '../config.ts';
+import { disallowOrigin } from '../http/cors.ts';
 import type { Metrics } from '../http/metrics.ts';
 import { sendProblem } from '../http/problem.ts';
 import type { RateLimitResult, SharedState } from '../state/index.ts';
@@ -219,6 +220,8 @@ export function installGate(app: FastifyInstance, deps: GateDeps) {
   ) {
     if (!result.ok) {
       deps.metrics.authRefusals.inc({ code: result.code });
+      // The origin lock holds in the browser too: the refused page may not read the refusal.
+      if (result.code === 'origin_not_allowed') disallowOrigin(reply);
       sendProblem(reply, result.code, result.detail);
       return;
     }

@@ -2,6 +2,7 @@ import type { KeyType, Product } from '@svc/protocol';
 import type { Clock } from '../clock.ts';
 import type { SharedState } from '../state/index.ts';
 import { json, type Store } from '../storage/db.ts';
+import { unavailableDependency } from '../unavailable.ts';
 import { hashKey, parseKey } from './key-format.ts';
 import { parseIpRange } from './restrictions.ts';
 
@@ -30,30 +31,62 @@ interface CacheEntry {
 
 const INVALIDATE_CHANNEL = 'keys.invalidate';
 const MAX_ENTRIES = 50_000;
+/**
+ * How long a key stays cached while invalidations may not arrive (the shared state is down or
+ * its subscription is lost): a revocation then takes effect on every node within this bound.
+ */
+export const UNINFORMED_TTL_MS = 1000;
 
 /**
  * Looks keys up by hash, caching results (hits and misses) in process. Any admin change to keys
  * or projects publishes an invalidation on the shared state, which every node applies at once;
- * the TTL is only a safety net should a message be lost.
+ * the TTL is only a safety net should a message be lost. While invalidations cannot arrive (the
+ * shared state is down or the subscription is lost), the node drops its cache and keeps keys
+ * for at most {@link UNINFORMED_TTL_MS}; it drops it again when they can.
  */
 export class KeyStore {
   private cache = new Map<string, CacheEntry>();
   private unsubscribe: (() => Promise<void>) | undefined;
   private generation = 0;
+  /** The TTL in force: `ttlMs`, or shorter while invalidations may be missed. */
+  private currentTtlMs: number;
+  private subscriptionLost = false;
+  private readonly onStateChange = () => this.adapt();
+  private readonly onLost = () => {
+    this.subscriptionLost = true;
+    this.adapt();
+  };
+  private readonly onRestored = () => {
+    this.subscriptionLost = false;
+    this.adapt();
+  };
 
   constructor(
     private store: Store,
     private state: SharedState,
     private clock: Clock,
     private ttlMs: number,
-  ) {}
+  ) {
+    this.currentTtlMs = ttlMs;
+  }
 
   async start() {
     this.unsubscribe = await this.state.subscribe(INVALIDATE_CHANNEL, () => this.clear());
+    this.state.health.on('down', this.onStateChange).on('up', this.onStateChange);
+    this.state.subscriptions.on('lost', this.onLost).on('restored', this.onRestored);
   }
 
   async stop() {
+    this.state.health.off('down', this.onStateChange).off('up', this.onStateChange);
+    this.state.subscriptions.off('lost', this.onLost).off('restored', this.onRestored);
     await this.unsubscribe?.();
+  }
+
+  /** Invalidations may have been missed, or may be from now on: forget, and set the TTL. */
+  private adapt() {
+    const informed = this.state.health.up && !this.subscriptionLost;
+    this.currentTtlMs = informed ? this.ttlMs : Math.min(this.ttlMs, UNINFORMED_TTL_MS);
+    this.clear();
   }
 
   /** Drops every cached key on this node. */
@@ -65,7 +98,13 @@ export class KeyStore {
   /** Tells every node (this one included) to drop cached keys. Call after any key or project change. */
   async invalidateEverywhere() {
     this.clear();
-    await this.state.publish(INVALIDATE_CHANNEL, String(this.clock.now()));
+    try {
+      await this.state.publish(INVALIDATE_CHANNEL, String(this.clock.now()));
+    } catch (err) {
+      // The change is stored. With the shared state down, every node keeps keys for at most
+      // UNINFORMED_TTL_MS until it is back (see the class comment), so the change still lands.
+      if (!unavailableDependency(err)) throw err;
+    }
   }
 
   /**
@@ -80,7 +119,7 @@ export class KeyStore {
    */
   peek(presented: string, now: number): VerifiedKey | null | undefined {
     const hit = this.cache.get(presented);
-    return hit && now - hit.cachedAtMs < this.ttlMs ? hit.key : undefined;
+    return hit && now - hit.cachedAtMs < this.currentTtlMs ? hit.key : undefined;
   }
 
   async find(presented: string): Promise<VerifiedKey | null> {
@@ -91,7 +130,7 @@ export class KeyStore {
     const generation = this.generation;
     const key = await this.load(hashKey(presented));
     // An invalidation that arrived during the query makes this result stale: don't cache it.
-    if (generation === this.generation && this.ttlMs > 0) {
+    if (generation === this.generation && this.currentTtlMs > 0) {
       if (this.cache.size >= MAX_ENTRIES) {
         const oldest = this.cache.keys().next().value;
         if (oldest !== undefined) this.cache.delete(oldest);

@@ -1,5 +1,6 @@
 import { ERROR_CODES, type ErrorCode, type Problem, type ProblemFieldError } from '@svc/protocol';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { RETRY_AFTER_SECONDS, unavailableDependency } from '../unavailable.ts';
 
 /**
  * A refusal with a registry code. Throw it from a handler or hook; the error handler turns it
@@ -61,7 +62,11 @@ export function sendProblem(
 
 function validationErrors(error: FastifyError): ProblemFieldError[] {
   const context = error.validationContext ?? 'body';
-  return (error.validation ?? []).map((v) => {
+  const all = error.validation ?? [];
+  // A failed union reports each branch and then itself: keep the union's one line.
+  const unions = new Set(all.filter((v) => v.keyword === 'anyOf').map((v) => v.instancePath));
+  const kept = all.filter((v) => v.keyword !== 'const' || !unions.has(v.instancePath));
+  return kept.map((v) => {
     const params = v.params as Record<string, unknown>;
     let path = `${context}${v.instancePath.replaceAll('/', '.')}`;
     let message = v.message ?? 'is invalid';
@@ -71,12 +76,24 @@ function validationErrors(error: FastifyError): ProblemFieldError[] {
     } else if (v.keyword === 'required' && params.missingProperty) {
       path += `.${String(params.missingProperty)}`;
       message = 'is required';
+    } else if (v.keyword === 'enum' && Array.isArray(params.allowedValues)) {
+      message = `must be one of ${params.allowedValues.map((a) => JSON.stringify(a)).join(', ')}`;
+    } else if (v.keyword === 'anyOf') {
+      // A union of literals (TypeBox's enums): name the values. Needs ajv's `verbose`.
+      const branches = (v as { schema?: unknown }).schema;
+      if (Array.isArray(branches) && branches.every((b) => b && 'const' in b)) {
+        message = `must be one of ${branches.map((b) => JSON.stringify(b.const)).join(', ')}`;
+      }
     }
     return { path, message };
   });
 }
 
-/** Maps every error Fastify or a handler raises to problem+json; internals never leak. */
+/**
+ * Maps every error Fastify or a handler raises to problem+json; internals never leak. A
+ * dependency outage ({@link unavailableDependency}) is 503 `service_unavailable` with
+ * `Retry-After`; anything else unexpected is 500 `internal_error`.
+ */
 export function installErrorHandling(app: FastifyInstance) {
   app.setErrorHandler(
     (error: FastifyError | ApiError, request: FastifyRequest, reply: FastifyReply) => {
@@ -119,6 +136,17 @@ export function installErrorHandling(app: FastifyInstance) {
               ? 'unsupported_media_type'
               : 'invalid_request';
         return sendProblem(reply, code, error.message);
+      }
+      // A dependency outage, not a bug: logged once per outage where it is detected.
+      const dependency = unavailableDependency(error);
+      if (dependency) {
+        return sendProblem(
+          reply,
+          'service_unavailable',
+          `The ${dependency} is unavailable; retry after the indicated delay.`,
+          { retryAfter: RETRY_AFTER_SECONDS },
+          { 'Retry-After': String(RETRY_AFTER_SECONDS) },
+        );
       }
       request.log.error({ err: error }, 'unhandled error');
       return sendProblem(reply, 'internal_error');

@@ -126,7 +126,8 @@ type RedisWithAdd = Redis & {
 /**
  * Candidates in Redis: a sorted set per key, scored by click time, trimmed to its newest
  * {@link CANDIDATES_PER_KEY} and expiring a match window after its last write. A batch of
- * clicks is one script call.
+ * clicks is one script call. Calls follow the shared state's outage policy: while Redis is down
+ * they fail with `DependencyUnavailableError` (503 on HTTP).
  */
 export class RedisCandidateStore implements CandidateStore {
   private redis: RedisWithAdd;
@@ -153,18 +154,12 @@ export class RedisCandidateStore implements CandidateStore {
       args.push(Math.max(...kept.map((e) => e.ttlMs)), kept.length);
       for (const e of kept) args.push(e.ms, `${e.clickId} ${e.linkId}`);
     }
-    await this.redis.svcLinkCandidatesAdd(keys.length, ...keys, ...args);
+    await this.state.run(() => this.redis.svcLinkCandidatesAdd(keys.length, ...keys, ...args));
   }
 
   async recall(key: string, sinceMs: number, limit: number): Promise<Candidate[]> {
-    const found = await this.redis.zrevrangebyscore(
-      this.state.key(key),
-      '+inf',
-      sinceMs,
-      'WITHSCORES',
-      'LIMIT',
-      0,
-      limit,
+    const found = await this.state.run((redis) =>
+      redis.zrevrangebyscore(this.state.key(key), '+inf', sinceMs, 'WITHSCORES', 'LIMIT', 0, limit),
     );
     const candidates: Candidate[] = [];
     for (let i = 0; i < found.length; i += 2) {

@@ -337,6 +337,16 @@ export class Redirector {
   }
 }
 
+const OBJECT = { type: 'object', additionalProperties: true };
+const htmlPage = (description: string) => ({
+  description,
+  content: { 'text/html': { schema: { type: 'string' } } },
+});
+const jsonBody = (description: string, schema: object) => ({
+  description,
+  content: { 'application/json': { schema } },
+});
+
 function send(reply: FastifyReply, answer: RedirectAnswer) {
   return reply.code(answer.status).headers(answer.headers).send(answer.body);
 }
@@ -358,6 +368,12 @@ export function publicLinkRoutes(
         summary: 'Short-link redirect (public)',
         description:
           'Android → store with the click id in the Play Install Referrer (or fallback); iOS → fallback or App Store; desktop → destination; link-preview bots → HTML with social meta tags. Unknown → 404 page, expired → 410 page.',
+        response: {
+          200: htmlPage('A preview card for link-preview bots (Open Graph, Twitter Card)'),
+          302: { description: 'To the target for the visitor’s platform', type: 'null' },
+          404: htmlPage('No such link'),
+          410: htmlPage('The link has expired'),
+        },
       },
     },
     (request, reply) => {
@@ -384,6 +400,9 @@ export function publicLinkRoutes(
       schema: {
         tags: ['links'],
         summary: 'Android Digital Asset Links for this link domain (public)',
+        response: {
+          200: jsonBody('Digital Asset Links statements', { type: 'array', items: OBJECT }),
+        },
       },
     },
     async (request, reply) => {
@@ -411,6 +430,7 @@ export function publicLinkRoutes(
       schema: {
         tags: ['links'],
         summary: 'Apple App Site Association for this link domain (public)',
+        response: { 200: jsonBody('The applinks of the apps of this domain', OBJECT) },
       },
     },
     async (request, reply) => {

@@ -1,4 +1,5 @@
 import { ConfigError } from '../config.ts';
+import { type ControllerConfig, loadControllerConfig } from './controller/config.ts';
 
 /** Realtime settings, read from the environment (names are part of the contract). */
 export interface RealtimeConfig {
@@ -23,6 +24,8 @@ export interface RealtimeConfig {
   defaultMaxParticipants: number;
   /** `SVC_REALTIME_NODE_TTL_MS` (15000): a node whose heartbeat is older is considered dead. */
   nodeTtlMs: number;
+  /** The room controller's settings (controller/config.ts). */
+  controller: ControllerConfig;
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number) {
@@ -48,5 +51,6 @@ export function loadRealtimeConfig(env: NodeJS.ProcessEnv = process.env): Realti
     rateBurst: int(env, 'SVC_REALTIME_RATE_BURST', 100, 1, 100_000),
     defaultMaxParticipants: int(env, 'SVC_REALTIME_DEFAULT_MAX_PARTICIPANTS', 1000, 1, 10_000),
     nodeTtlMs: int(env, 'SVC_REALTIME_NODE_TTL_MS', 15_000, 100, 600_000),
+    controller: loadControllerConfig(env),
   };
 }

@@ -1,7 +1,9 @@
 import websocket from '@fastify/websocket';
 import { MAX_FRAME_BYTES } from '@svc/protocol';
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyBaseLogger, FastifyPluginAsync } from 'fastify';
 import type { Services } from '../app.ts';
+import { JanusEngine, type MediaEngine } from '../media/engine.ts';
+import { MediaService } from '../media/service.ts';
 import { RedisState } from '../state/redis.ts';
 import { MemoryRoomStore, type RoomStore } from './room-store.ts';
 import { RedisRoomStore } from './room-store-redis.ts';
@@ -23,15 +25,42 @@ export const realtimePlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
       : new MemoryRoomStore(now, cfg.replayBuffer);
   const rooms = new RoomService(svc, store, cfg, svc.state.kind === 'redis');
   const hub = new SignalingHub(svc, rooms, store, cfg, app.log);
+  const media = new MediaService(
+    createEngines(svc, app.log),
+    svc.config.media,
+    rooms,
+    store,
+    hub.nodeId,
+    now,
+    app.log,
+    (rid, sid, frame) => hub.sendToSid(rid, sid, frame),
+  );
+  hub.media = media;
+  // The controller's forced mutes are enforced in the SFU: every audio track of the user is
+  // moderated (a client that keeps sending is still silent for its subscribers).
+  rooms.controller.mediaEngine = {
+    async setAudioMuted(rid, userId, muted, by) {
+      const room = await store.peek(rid);
+      for (const t of room?.tracks ?? []) {
+        if (t.userId === userId && t.kind === 'audio') {
+          await media.moderateTrack(rid, t.trackId, muted, by);
+        }
+      }
+    },
+  };
+  svc.readiness.set('media', () => media.health());
+  svc.media = media;
 
   app.addHook('onReady', async () => {
     await rooms.reviveOpenRooms();
+    media.reportIfOff();
   });
   // Before @fastify/websocket's own preClose: sessions enter their grace period, then sockets close.
   app.addHook('preClose', async () => {
     await hub.close();
   });
   app.addHook('onClose', async () => {
+    await media.close();
     await store.close();
   });
   await app.register(websocket, { options: { maxPayload: MAX_FRAME_BYTES } });
@@ -41,3 +70,20 @@ export const realtimePlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
   );
   await app.register(realtimeRoutes, { prefix: '/v1', rooms });
 };
+
+/** The media engines the configuration asks for, by key; empty when media is off. */
+function createEngines(svc: Services, log: FastifyBaseLogger): Map<string, MediaEngine> {
+  const cfg = svc.config.media;
+  const engines = new Map<string, MediaEngine>();
+  if (cfg.mode === 'off') return engines;
+  if (cfg.janusUrls.length > 0) {
+    for (const url of cfg.janusUrls) {
+      const engine = new JanusEngine(url, null, log);
+      void engine.ready(1).catch(() => {});
+      engines.set(url, engine);
+    }
+  } else if (cfg.janusBinary && cfg.janusModulesDir) {
+    engines.set('embedded', JanusEngine.embedded(cfg, log));
+  }
+  return engines;
+}

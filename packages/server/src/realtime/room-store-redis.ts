@@ -3,8 +3,9 @@ import type { Redis } from 'ioredis';
 import type { RedisState } from '../state/redis.ts';
 import type { LiveRoom, NewRoomEvent, RoomStore, RoomTx, StoredRoomEvent } from './room-store.ts';
 
-// KEYS: lock, state, members, seq, log, due. ARGV: lock token, state JSON ('' deletes), member
-// sids (comma-separated), due ms ('' = none), rid, channel, ts, buffer size, n, then n × (type, data).
+// KEYS: lock, state, members, seq, log, due, history. ARGV: lock token, state JSON ('' deletes),
+// member sids (comma-separated), due ms ('' = none), rid, channel, ts, buffer size, n, then
+// n × (type, data, history cap or '').
 // The fencing check, state write, log appends and publishes happen in one atomic step, so every
 // follower sees events in seq order and no event is published without its state.
 const COMMIT = `
@@ -13,17 +14,22 @@ local seq = tonumber(redis.call('GET', KEYS[4]) or '0')
 local n = tonumber(ARGV[9])
 local out = {}
 for i = 1, n do
-  local t = ARGV[8 + 2 * i]
-  local d = ARGV[9 + 2 * i]
+  local t = ARGV[7 + 3 * i]
+  local d = ARGV[8 + 3 * i]
+  local keep = ARGV[9 + 3 * i]
   seq = seq + 1
   local s = string.format('%d', seq)
   local frame = '{"type":"' .. t .. '","seq":' .. s .. ',"ts":' .. ARGV[7] .. ',"data":' .. d .. '}'
   redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[8], s .. '-0', 'f', frame)
+  if keep ~= '' then
+    redis.call('RPUSH', KEYS[7], frame)
+    redis.call('LTRIM', KEYS[7], -tonumber(keep), -1)
+  end
   redis.call('PUBLISH', ARGV[6], s .. ' ' .. t .. ' ' .. frame)
   out[i] = frame
 end
 if ARGV[2] == '' then
-  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7])
   redis.call('ZREM', KEYS[6], ARGV[5])
   return {seq, out}
 end
@@ -37,7 +43,8 @@ if ARGV[4] == '' then redis.call('ZREM', KEYS[6], ARGV[5]) else redis.call('ZADD
 return {seq, out}
 `;
 
-// KEYS: members, seq, log, state. ARGV: sid ('' = room must exist), type, data, ts, buffer, channel.
+// KEYS: members, seq, log, state, history. ARGV: sid ('' = room must exist), type, data, ts,
+// buffer, channel, history cap ('' = not kept).
 // The membership check and the append are one step: no message slips in after a leave.
 const APPEND = `
 if ARGV[1] == '' then
@@ -47,6 +54,10 @@ local seq = redis.call('INCR', KEYS[2])
 local s = string.format('%d', seq)
 local frame = '{"type":"' .. ARGV[2] .. '","seq":' .. s .. ',"ts":' .. ARGV[4] .. ',"data":' .. ARGV[3] .. '}'
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], s .. '-0', 'f', frame)
+if ARGV[7] ~= '' then
+  redis.call('RPUSH', KEYS[5], frame)
+  redis.call('LTRIM', KEYS[5], -tonumber(ARGV[7]), -1)
+end
 redis.call('PUBLISH', ARGV[6], s .. ' ' .. ARGV[2] .. ' ' .. frame)
 return {seq, frame}
 `;
@@ -78,7 +89,10 @@ const LOCK_WAIT_MS = 10_000;
  * The Redis RoomStore: per room, the state as one JSON value, the member sids as a set, the seq as
  * a counter and the log as a capped stream whose ids are the seqs; events are published on the
  * room's channel (`<prefix>rt:ev:<rid>`) by the same script that appends them. The lock is
- * `SET NX PX` with a random token that the commit script checks (fencing).
+ * `SET NX PX` with a random token that the commit script checks (fencing). Every command goes
+ * through {@link RedisState.run}: it has a deadline, and while Redis is down it is refused at once
+ * (the command then fails with `DependencyUnavailableError`: 503 on HTTP, `service_unavailable`
+ * on the socket).
  */
 export class RedisRoomStore implements RoomStore {
   private redis: Scripts;
@@ -89,8 +103,8 @@ export class RedisRoomStore implements RoomStore {
     private bufferSize: number,
   ) {
     this.redis = state.redis as Scripts;
-    this.redis.defineCommand('svcRoomCommit', { numberOfKeys: 6, lua: COMMIT });
-    this.redis.defineCommand('svcRoomAppend', { numberOfKeys: 4, lua: APPEND });
+    this.redis.defineCommand('svcRoomCommit', { numberOfKeys: 7, lua: COMMIT });
+    this.redis.defineCommand('svcRoomAppend', { numberOfKeys: 5, lua: APPEND });
     this.redis.defineCommand('svcRoomUnlock', { numberOfKeys: 1, lua: UNLOCK });
     this.redis.defineCommand('svcRoomLock', { numberOfKeys: 2, lua: LOCK });
   }
@@ -123,11 +137,8 @@ export class RedisRoomStore implements RoomStore {
     const deadline = Date.now() + LOCK_WAIT_MS;
     let loaded: string;
     for (;;) {
-      const [ok, state] = await this.redis.svcRoomLock(
-        lockKey,
-        this.k(rid, 'state'),
-        token,
-        LOCK_TTL_MS,
+      const [ok, state] = await this.state.run(() =>
+        this.redis.svcRoomLock(lockKey, this.k(rid, 'state'), token, LOCK_TTL_MS),
       );
       if (ok === 1) {
         loaded = state;
@@ -153,6 +164,7 @@ export class RedisRoomStore implements RoomStore {
           this.k(rid, 'seq'),
           this.k(rid, 'log'),
           this.state.key('rt:due'),
+          this.k(rid, 'history'),
           token,
           room ? JSON.stringify(room) : '',
           room ? room.participants.map((p) => p.sid).join(',') : '',
@@ -163,8 +175,10 @@ export class RedisRoomStore implements RoomStore {
           this.bufferSize,
           events.length,
         ];
-        for (const ev of events) args.push(ev.type, JSON.stringify(ev.data));
-        const [lastSeq, frames] = await this.redis.svcRoomCommit(...args);
+        for (const ev of events) {
+          args.push(ev.type, JSON.stringify(ev.data), ev.history ? String(ev.history) : '');
+        }
+        const [lastSeq, frames] = await this.state.run(() => this.redis.svcRoomCommit(...args));
         const first = lastSeq - events.length + 1;
         return {
           lastSeq,
@@ -177,37 +191,48 @@ export class RedisRoomStore implements RoomStore {
     } finally {
       // Not awaited: this node's next command for the room is sent after it on the same
       // connection, and Redis runs one connection's commands in order.
-      this.redis.svcRoomUnlock(lockKey, token).catch(() => {});
+      // Refused while Redis is down: the lock then expires by itself (LOCK_TTL_MS).
+      this.state.run(() => this.redis.svcRoomUnlock(lockKey, token)).catch(() => {});
     }
   }
 
   async peek(rid: string): Promise<LiveRoom | null> {
-    const raw = await this.redis.get(this.k(rid, 'state'));
+    const raw = await this.state.run(() => this.redis.get(this.k(rid, 'state')));
     return raw ? (JSON.parse(raw) as LiveRoom) : null;
   }
 
   async appendIfMember(rid: string, sid: string | null, event: NewRoomEvent) {
-    const result = await this.redis.svcRoomAppend(
-      this.k(rid, 'members'),
-      this.k(rid, 'seq'),
-      this.k(rid, 'log'),
-      this.k(rid, 'state'),
-      sid ?? '',
-      event.type,
-      JSON.stringify(event.data),
-      String(this.now()),
-      this.bufferSize,
-      this.state.key(this.channel(rid)),
+    const result = await this.state.run(() =>
+      this.redis.svcRoomAppend(
+        this.k(rid, 'members'),
+        this.k(rid, 'seq'),
+        this.k(rid, 'log'),
+        this.k(rid, 'state'),
+        this.k(rid, 'history'),
+        sid ?? '',
+        event.type,
+        JSON.stringify(event.data),
+        String(this.now()),
+        this.bufferSize,
+        this.state.key(this.channel(rid)),
+        event.history ? String(event.history) : '',
+      ),
     );
     if (!result) return null;
     return { seq: Number(result[0]), type: event.type, frame: result[1] };
   }
 
+  async readHistory(rid: string): Promise<string[]> {
+    return this.state.run(() => this.redis.lrange(this.k(rid, 'history'), 0, -1));
+  }
+
   async readAfter(rid: string, seq: number): Promise<StoredRoomEvent[] | null> {
-    const [current, entries] = await Promise.all([
-      this.redis.get(this.k(rid, 'seq')),
-      this.redis.xrange(this.k(rid, 'log'), `(${seq}-0`, '+'),
-    ]);
+    const [current, entries] = await this.state.run(() =>
+      Promise.all([
+        this.redis.get(this.k(rid, 'seq')),
+        this.redis.xrange(this.k(rid, 'log'), `(${seq}-0`, '+'),
+      ]),
+    );
     const last = Number(current ?? 0);
     if (seq > last) return null;
     const events = entries.map(([id, fields]) => {
@@ -233,16 +258,22 @@ export class RedisRoomStore implements RoomStore {
   }
 
   async dueRooms(nowMs: number, limit: number) {
-    return this.redis.zrangebyscore(this.state.key('rt:due'), '-inf', nowMs, 'LIMIT', 0, limit);
+    return this.state.run(() =>
+      this.redis.zrangebyscore(this.state.key('rt:due'), '-inf', nowMs, 'LIMIT', 0, limit),
+    );
   }
 
   async heartbeat(nodeId: string, ttlMs: number) {
-    await this.redis.set(this.state.key(`rt:node:${nodeId}`), '1', 'PX', ttlMs);
+    await this.state.run(() =>
+      this.redis.set(this.state.key(`rt:node:${nodeId}`), '1', 'PX', ttlMs),
+    );
   }
 
   async aliveNodes(nodeIds: string[]) {
     if (nodeIds.length === 0) return new Set<string>();
-    const values = await this.redis.mget(...nodeIds.map((id) => this.state.key(`rt:node:${id}`)));
+    const values = await this.state.run(() =>
+      this.redis.mget(...nodeIds.map((id) => this.state.key(`rt:node:${id}`))),
+    );
     return new Set(nodeIds.filter((_, i) => values[i] !== null));
   }
 

@@ -1,4 +1,17 @@
-import type { SvcLiveType } from '@svc/protocol';
+import type { SvcLiveType, SvcTrackInfo } from '@svc/protocol';
+import type { ControllerState } from './controller/state.ts';
+
+/** A published track as the shared state keeps it: the wire form plus where its media lives. */
+export interface LiveTrack extends SvcTrackInfo {
+  /** The SFU's id of the publisher (a Janus VideoRoom feed id). */
+  feedId: number;
+  /** The media line of the publisher's stream in the SFU (for server-side mute). */
+  mid: string;
+  /** The node holding the publisher's SFU handle. */
+  nodeId: string;
+  /** The SFU instance the track is on (a Janus URL, or `embedded`). */
+  engine: string;
+}
 
 /** A participant as the shared state keeps it (the wire form drops the secrets). */
 export interface LiveParticipant {
@@ -16,6 +29,8 @@ export interface LiveParticipant {
   connected: boolean;
   /** When the socket dropped; the participant leaves at this + the departure grace period. */
   disconnectedAtMs: number | null;
+  /** When the session's access token expires (a kick bans the user id until then). */
+  tokenExpiresAtMs?: number;
 }
 
 /** A live room: everything its commands read and change, kept as one value in the shared state. */
@@ -34,12 +49,20 @@ export interface LiveRoom {
   emptySinceMs: number | null;
   /** When the first participant joined (room.started was emitted); null before. */
   startedAtMs: number | null;
+  /** The room controller's state (roles, hands, polls…); created on first use. */
+  controller?: ControllerState;
+  /** Published tracks, in publish order (absent in rooms stored before media existed). */
+  tracks?: LiveTrack[];
+  /** The SFU instance the room's media is placed on (every node routes the room there). */
+  mediaEngine?: string;
 }
 
 /** An event to append to a room's log. `data` is serialised once, by the store. */
 export interface NewRoomEvent {
   type: string;
   data: unknown;
+  /** Also keep the event in the room's history list, which holds the last `history` kept events. */
+  history?: number;
 }
 
 /** An event in a room's log: `frame` is the exact text sent to sockets. */
@@ -83,6 +106,8 @@ export interface RoomStore {
     sid: string | null,
     event: NewRoomEvent,
   ): Promise<StoredRoomEvent | null>;
+  /** The frames of the events kept in the room's history list (NewRoomEvent.history), in order. */
+  readHistory(rid: string): Promise<string[]>;
   /** The events after `seq`, in order; null when some of them have left the buffer. */
   readAfter(rid: string, seq: number): Promise<StoredRoomEvent[] | null>;
   /** Calls `handler` with each event appended to the room from now on, in seq order. */
@@ -105,6 +130,7 @@ interface MemoryRoom {
   room: LiveRoom | null;
   seq: number;
   log: StoredRoomEvent[];
+  history: string[];
   followers: Set<(event: StoredRoomEvent) => void>;
   lock: Promise<void>;
   /** Callers holding or waiting for the lock; the entry is kept while any. */
@@ -128,6 +154,7 @@ export class MemoryRoomStore implements RoomStore {
         room: null,
         seq: 0,
         log: [],
+        history: [],
         followers: new Set(),
         lock: Promise.resolve(),
         lockers: 0,
@@ -161,6 +188,7 @@ export class MemoryRoomStore implements RoomStore {
         const stored = events.map((ev) => this.push(e, ev));
         if (room === null) {
           e.log = [];
+          e.history = [];
           this.due.delete(rid);
         } else if (dueAtMs === null) this.due.delete(rid);
         else this.due.set(rid, dueAtMs);
@@ -188,6 +216,10 @@ export class MemoryRoomStore implements RoomStore {
     };
     e.log.push(stored);
     if (e.log.length > this.bufferSize * 1.1) e.log.splice(0, e.log.length - this.bufferSize);
+    if (ev.history) {
+      e.history.push(stored.frame);
+      if (e.history.length > ev.history) e.history.splice(0, e.history.length - ev.history);
+    }
     return stored;
   }
 
@@ -203,6 +235,10 @@ export class MemoryRoomStore implements RoomStore {
     const stored = this.push(e, event);
     for (const f of e.followers) f(stored);
     return stored;
+  }
+
+  async readHistory(rid: string) {
+    return [...(this.rooms.get(rid)?.history ?? [])];
   }
 
   async readAfter(rid: string, seq: number) {

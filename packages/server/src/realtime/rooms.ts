@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import {
   type LeaveReason,
+  type MediaSnapshot,
   REALTIME_TOKEN_AUDIENCE,
   type RoomSnapshot,
   type SendMessageBody,
@@ -10,14 +11,24 @@ import {
   type SvcRoomOptions,
   type SvcRoomStatus,
   type SvcTokenResponse,
+  type SvcTrackInfo,
+  type TrackStopReason,
 } from '@svc/protocol';
 import type { Services } from '../app.ts';
 import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import type { RealtimeConfig } from './config.ts';
+import {
+  type ControllerAnswer,
+  type ControllerRooms,
+  type HookOutput,
+  RoomController,
+} from './controller/index.ts';
+import { controllerOf } from './controller/state.ts';
 import type {
   LiveParticipant,
   LiveRoom,
+  LiveTrack,
   NewRoomEvent,
   RoomStore,
   RoomTx,
@@ -35,19 +46,44 @@ export interface RoomClaims {
   avatarUrl?: string;
   isHost: boolean;
   canJoinWithNoHost: boolean;
+  /** The token's media narrowing (true when the token does not say). */
+  canPublish: boolean;
+  canSubscribe: boolean;
   expiresAtMs: number;
 }
 
+/** Builds the media part of a join snapshot (the media area provides it). */
+export type MediaSnapshotBuilder = (room: LiveRoom, claims: RoomClaims) => MediaSnapshot;
+
+/** The wire form of a stored track. */
+export function trackInfo(t: LiveTrack): SvcTrackInfo {
+  return {
+    trackId: t.trackId,
+    sid: t.sid,
+    userId: t.userId,
+    kind: t.kind,
+    source: t.source,
+    muted: t.muted,
+  };
+}
+
+const NO_MEDIA: MediaSnapshotBuilder = () => ({
+  available: false,
+  iceServers: [],
+  permissions: { canPublishSources: [], canSubscribe: false },
+  tracks: [],
+});
+
 export type JoinResult =
   | { kind: 'joined'; snapshot: RoomSnapshot; lastSeq: number; sid: string }
-  | { kind: 'waiting' }
-  | { kind: 'refused'; code: 'room_not_found' | 'room_full' };
+  | { kind: 'waiting'; reason: 'NO_HOST' | 'APPROVAL' }
+  | { kind: 'refused'; code: 'room_not_found' | 'room_full' | 'banned' | 'breakout_not_assigned' };
 
 export type ResumeResult =
   | { kind: 'resumed'; sid: string; replay: StoredRoomEvent[]; lastSeq: number }
   | { kind: 'failed' };
 
-interface DomainRecord {
+export interface DomainRecord {
   type: 'room.started' | 'room.ended' | 'participant.joined' | 'participant.left';
   data: Record<string, unknown>;
 }
@@ -125,13 +161,21 @@ const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
  * emitted by {@link RoomService.emitDomain}, right after the commit that caused it, still under
  * the lock, so their order per room is the commit order on every node.
  */
-export class RoomService {
+export class RoomService implements ControllerRooms {
+  /** The room controller (roles, chat, polls…): its commands run through {@link command}. */
+  readonly controller: RoomController;
+
   constructor(
     private svc: Services,
     private store: RoomStore,
     private cfg: RealtimeConfig,
     private multiNode: boolean,
-  ) {}
+  ) {
+    this.controller = new RoomController(svc, store, cfg.controller);
+  }
+
+  /** The media area sets this; without it snapshots say media is unavailable. */
+  mediaSnapshot: MediaSnapshotBuilder = NO_MEDIA;
 
   private get now() {
     return this.svc.clock.now();
@@ -189,7 +233,8 @@ export class RoomService {
     projectId: string,
     options: {
       roomName: string;
-      liveType: SvcLiveType;
+      /** Required when this call creates the room; ignored for an open room. */
+      liveType?: SvcLiveType;
       maxParticipants?: number;
       metadata?: string;
       canJoinWithNoHost?: boolean;
@@ -201,6 +246,11 @@ export class RoomService {
     if (existing && existing.status !== 'ENDED') {
       if (!reuse) throw new ApiError('room_exists');
       return existing;
+    }
+    if (!options.liveType) {
+      throw new ApiError('invalid_request', 'body.liveType is required to create the room', {
+        errors: [{ path: 'body.liveType', message: 'is required to create the room' }],
+      });
     }
     const row: RealtimeRoomsTable = {
       project_id: projectId,
@@ -342,6 +392,7 @@ export class RoomService {
     if (room.participants.length === 0 && room.emptySinceMs !== null) {
       due = Math.min(due, room.emptySinceMs + this.cfg.emptyTimeoutMs);
     }
+    due = Math.min(due, this.controller.dueAt(room));
     return Number.isFinite(due) ? due : null;
   }
 
@@ -395,6 +446,8 @@ export class RoomService {
         ...(p.avatarUrl !== undefined ? { avatarUrl: p.avatarUrl } : {}),
         host: p.isHost === true,
         canJoinWithNoHost: o.canJoinWithNoHost !== false,
+        ...(o.canPublish === false ? { canPublish: false } : {}),
+        ...(o.canSubscribe === false ? { canSubscribe: false } : {}),
       },
       {
         audience: REALTIME_TOKEN_AUDIENCE,
@@ -468,9 +521,16 @@ export class RoomService {
       const room = await this.loadLive(tx, claims.projectId, claims.roomName, claims.rid);
       if (!room) return { kind: 'refused', code: 'room_not_found' };
       if (!claims.isHost && !claims.canJoinWithNoHost && !room.participants.some((p) => p.isHost)) {
-        return { kind: 'waiting' };
+        return { kind: 'waiting', reason: 'NO_HOST' };
       }
       const previous = room.participants.find((p) => p.userId === claims.userId);
+      const out: HookOutput = { events: [], after: [] };
+      const admission = this.controller.admit(room, claims, previous !== undefined, connId, out);
+      if (admission.kind === 'refuse') return { kind: 'refused', code: admission.code };
+      if (admission.kind === 'wait') {
+        await tx.commit(room, out.events, this.dueAt(room));
+        return { kind: 'waiting', reason: 'APPROVAL' };
+      }
       const others = room.participants.filter((p) => p !== previous);
       if (others.length >= room.maxParticipants) return { kind: 'refused', code: 'room_full' };
       const resumeToken = randomBytes(24).toString('base64url');
@@ -487,10 +547,16 @@ export class RoomService {
         connId,
         connected: true,
         disconnectedAtMs: null,
+        tokenExpiresAtMs: claims.expiresAtMs,
       };
-      const events: NewRoomEvent[] = [];
+      const events: NewRoomEvent[] = [...out.events];
       const domain: DomainRecord[] = [];
       if (previous) {
+        // The replaced session's tracks stop first, as for any leave.
+        for (const t of (room.tracks ?? []).filter((x) => x.sid === previous.sid)) {
+          events.push({ type: 'media.stopped', data: { track: trackInfo(t), reason: 'LEFT' } });
+        }
+        room.tracks = (room.tracks ?? []).filter((x) => x.sid !== previous.sid);
         const data = { participant: participantInfo(previous), reason: 'DUPLICATE_IDENTITY' };
         events.push({ type: 'participant.left', data });
         domain.push({ type: 'participant.left', data });
@@ -501,11 +567,14 @@ export class RoomService {
       }
       room.participants = [...others, participant];
       room.emptySinceMs = null;
+      const roles: HookOutput = { events: [], after: [] };
+      this.controller.joined(room, participant, claims, roles);
       const joined = { participant: participantInfo(participant) };
-      events.push({ type: 'participant.joined', data: joined });
+      events.push({ type: 'participant.joined', data: joined }, ...roles.events);
       domain.push({ type: 'participant.joined', data: joined });
       const { lastSeq } = await this.finish(tx, room, events, domain);
       this.scheduleSync(room.rid);
+      const controller = await this.controller.snapshot(room, claims.userId, lastSeq);
       return {
         kind: 'joined',
         sid: participant.sid,
@@ -517,6 +586,8 @@ export class RoomService {
           self: participantInfo(participant),
           participants: room.participants.map(participantInfo),
           departureGraceMs: this.cfg.departureGraceMs,
+          controller,
+          media: this.mediaSnapshot(room, claims),
         },
       };
     });
@@ -545,12 +616,14 @@ export class RoomService {
 
   /** Removes a participant now (session.leave, protocol violation). */
   async leave(rid: string, sid: string, reason: LeaveReason) {
-    await this.store.withLock(rid, async (tx) => {
-      const room = await tx.load();
-      const p = room?.participants.find((x) => x.sid === sid);
-      if (!room || !p) return;
-      await this.removeParticipants(tx, room, [p], reason);
-    });
+    await this.store
+      .withLock(rid, async (tx) => {
+        const room = await tx.load();
+        const p = room?.participants.find((x) => x.sid === sid);
+        if (!room || !p) return [];
+        return this.removeParticipants(tx, room, [p], reason);
+      })
+      .then(runAfter);
   }
 
   private async removeParticipants(
@@ -558,16 +631,45 @@ export class RoomService {
     room: LiveRoom,
     leaving: LiveParticipant[],
     reason: LeaveReason,
+    before: HookOutput = { events: [], after: [] },
   ) {
+    const out: HookOutput = { events: [...before.events], after: [...before.after] };
+    const records = this.removeFromRoom(room, leaving, reason, {}, out);
+    await this.finish(tx, room, out.events, records);
+    this.scheduleSync(room.rid);
+    return out.after;
+  }
+
+  /**
+   * Takes participants out of the room state: their participant.left events, then the
+   * controller's consequences (hands, typing, host succession…), appended to `out`.
+   */
+  private removeFromRoom(
+    room: LiveRoom,
+    leaving: LiveParticipant[],
+    reason: LeaveReason,
+    extra: Record<string, unknown>,
+    out: HookOutput,
+  ): DomainRecord[] {
     room.participants = room.participants.filter((p) => !leaving.includes(p));
     if (room.participants.length === 0) room.emptySinceMs = this.now;
+    // A leaving participant's tracks stop first, so nobody sees a track of someone who left.
+    const sids = new Set(leaving.map((p) => p.sid));
+    const stopped = (room.tracks ?? []).filter((t) => sids.has(t.sid));
+    room.tracks = (room.tracks ?? []).filter((t) => !sids.has(t.sid));
     const records = leaving.map((p) => ({
       type: 'participant.left' as const,
-      data: { participant: participantInfo(p), reason },
+      data: { participant: participantInfo(p), reason, ...extra },
     }));
-    const result = await this.finish(tx, room, records, records);
-    this.scheduleSync(room.rid);
-    return result;
+    out.events.push(
+      ...stopped.map((t) => ({
+        type: 'media.stopped',
+        data: { track: trackInfo(t), reason: 'LEFT' },
+      })),
+      ...records,
+    );
+    this.controller.left(room, leaving, out);
+    return records;
   }
 
   /** The socket dropped: keep the participant for the departure grace period. */
@@ -621,17 +723,107 @@ export class RoomService {
     });
   }
 
+  // ---- Media commands (the media area calls these; the SFU work happens outside the lock) -----
+
+  /** Adds a published track; null when the publisher is no longer in the room. */
+  async addTrack(rid: string, track: LiveTrack) {
+    return this.store.withLock(rid, async (tx) => {
+      const room = await tx.load();
+      if (!room?.participants.some((p) => p.sid === track.sid)) return null;
+      room.tracks = [...(room.tracks ?? []), track];
+      const { events } = await tx.commit(
+        room,
+        [{ type: 'media.started', data: { track: trackInfo(track) } }],
+        this.dueAt(room),
+      );
+      return events[0]!.seq;
+    });
+  }
+
+  /**
+   * Removes tracks: those of `trackIds` (only the ones published by `ownerSid` when it is given)
+   * with media.stopped `reason` each. Returns the removed tracks.
+   */
+  async removeTracks(
+    rid: string,
+    select: (t: LiveTrack) => boolean,
+    reason: TrackStopReason,
+  ): Promise<LiveTrack[]> {
+    return this.store.withLock(rid, async (tx) => {
+      const room = await tx.load();
+      const removed = (room?.tracks ?? []).filter(select);
+      if (!room || removed.length === 0) return [];
+      room.tracks = (room.tracks ?? []).filter((t) => !removed.includes(t));
+      await tx.commit(
+        room,
+        removed.map((t) => ({ type: 'media.stopped', data: { track: trackInfo(t), reason } })),
+        this.dueAt(room),
+      );
+      return removed;
+    });
+  }
+
+  /**
+   * Sets a track's muted flag (media.muted, `by` = who). With `ownerSid`, only that participant's
+   * own track qualifies. Null when there is no such track; the seq otherwise.
+   */
+  async setTrackMuted(
+    rid: string,
+    trackId: string,
+    muted: boolean,
+    by: string,
+    ownerSid: string | null,
+  ) {
+    return this.store.withLock(rid, async (tx) => {
+      const room = await tx.load();
+      const track = room?.tracks?.find(
+        (t) => t.trackId === trackId && (ownerSid === null || t.sid === ownerSid),
+      );
+      if (!room || !track) return null;
+      track.muted = muted;
+      const { events } = await tx.commit(
+        room,
+        [{ type: 'media.muted', data: { track: trackInfo(track), by } }],
+        this.dueAt(room),
+      );
+      return { seq: events[0]!.seq, track: { ...track } };
+    });
+  }
+
+  /**
+   * The room's SFU instance: the placed one while `usable(it)`, else `candidate` (stored, so
+   * every node routes the room there). Null when the room is gone.
+   */
+  async placeMedia(rid: string, usable: (engine: string) => boolean, candidate: string) {
+    return this.store.withLock(rid, async (tx) => {
+      const room = await tx.load();
+      if (!room) return null;
+      if (room.mediaEngine && usable(room.mediaEngine)) return room.mediaEngine;
+      room.mediaEngine = candidate;
+      await tx.commit(room, [], this.dueAt(room));
+      return candidate;
+    });
+  }
+
+  /** A track of the room, read without the lock. */
+  async findTrack(rid: string, trackId: string) {
+    const room = await this.store.peek(rid);
+    return room?.tracks?.find((t) => t.trackId === trackId) ?? null;
+  }
+
   /** Ends grace periods and empty rooms that are due. Safe to run on every node at once. */
   async sweep(limit = 100) {
     const due = await this.store.dueRooms(this.now, limit);
     for (const rid of due) {
-      await this.store.withLock(rid, async (tx) => {
+      const after = await this.store.withLock(rid, async (tx): Promise<(() => Promise<void>)[]> => {
         const room = await tx.load();
         const now = this.now;
         if (!room) {
           await tx.commit(null, [], null);
-          return;
+          return [];
         }
+        const out: HookOutput = { events: [], after: [] };
+        this.controller.sweep(room, out, this);
         if (this.multiNode) {
           const nodes = [
             ...new Set(room.participants.filter((p) => p.connected).map((p) => p.nodeId)),
@@ -650,10 +842,7 @@ export class RoomService {
             p.disconnectedAtMs !== null &&
             p.disconnectedAtMs + this.cfg.departureGraceMs <= now,
         );
-        if (gone.length > 0) {
-          await this.removeParticipants(tx, room, gone, 'DISCONNECTED');
-          return;
-        }
+        if (gone.length > 0) return this.removeParticipants(tx, room, gone, 'DISCONNECTED', out);
         if (
           room.participants.length === 0 &&
           room.emptySinceMs !== null &&
@@ -667,15 +856,162 @@ export class RoomService {
           await this.finish(
             tx,
             room,
-            [{ type: 'room.ended', data: { reason: 'ROOM_ENDED' } }],
+            [...out.events, { type: 'room.ended', data: { reason: 'ROOM_ENDED' } }],
             domain,
             true,
           );
-          return;
+          return out.after;
         }
-        await tx.commit(room, [], this.dueAt(room));
+        await tx.commit(room, out.events, this.dueAt(room));
+        return out.after;
       });
+      await runAfter(after);
     }
     return due.length;
   }
+
+  // ---- Room controller ------------------------------------------------------------------------
+
+  /**
+   * Runs a controller request for the token's user (`sid` null: not joined yet, allowed only for
+   * the commands that may come before `session.join`). Locked commands check the sender's role,
+   * change the room and commit their events in one step; direct ones append without the lock.
+   */
+  async command(
+    claims: RoomClaims,
+    sid: string | null,
+    type: string,
+    data: unknown,
+  ): Promise<ControllerAnswer> {
+    const entry = this.controller.lookup(type);
+    if (!entry) return { error: 'unknown_message_type' };
+    const { command } = entry;
+    if (command.kind === 'direct') {
+      if (sid === null) return { error: 'not_joined' };
+      return command.run(this.controller.directContext(claims.rid, sid, claims), data as never);
+    }
+    const out: HookOutput = { events: [], after: [] };
+    const answer = await this.store.withLock(claims.rid, async (tx): Promise<ControllerAnswer> => {
+      const room = await tx.load();
+      if (!room) return { error: 'room_not_found' };
+      const actor = sid === null ? null : (room.participants.find((p) => p.sid === sid) ?? null);
+      if (sid !== null && !actor) return { error: 'not_joined' };
+      if (sid === null && !command.beforeJoin) return { error: 'not_joined' };
+      const refused = this.controller.permission(
+        command,
+        controllerOf(room, this.cfg.controller),
+        claims.userId,
+      );
+      if (refused) return { error: refused };
+      let removed = false;
+      const domain: DomainRecord[] = [];
+      const ctx = this.controller.commandContext(
+        room,
+        claims,
+        actor,
+        out,
+        this,
+        (p, reason, extra) => {
+          removed = true;
+          domain.push(...this.removeFromRoom(room, [p], reason, extra, out));
+        },
+      );
+      const result = await command.run(ctx, data as never);
+      if (result.error || command.readOnly) return result;
+      const { events } = await this.finish(tx, room, out.events, domain);
+      if (removed) this.scheduleSync(room.rid);
+      const last = events[events.length - 1];
+      return last ? { ack: { ...result.ack, seq: last.seq } } : result;
+    });
+    if (!answer.error) await runAfter(out.after);
+    return answer;
+  }
+
+  /** A waiting connection closed: its entry leaves the waiting room. */
+  async waitingGone(rid: string, userId: string, connId: string) {
+    await this.store.withLock(rid, async (tx) => {
+      const room = await tx.load();
+      if (!room) return;
+      const out: HookOutput = { events: [], after: [] };
+      if (this.controller.waitingGone(room, userId, connId, out)) {
+        await tx.commit(room, out.events, this.dueAt(room));
+      }
+    });
+  }
+
+  /** Records this node's measurements of its participants' network quality; sends the changes. */
+  async reportQuality(
+    rid: string,
+    scores: { userId: string; quality: number; rttMs: number | null }[],
+  ) {
+    await this.store.withLock(rid, async (tx) => {
+      const room = await tx.load();
+      if (!room) return;
+      const ctl = controllerOf(room, this.cfg.controller);
+      const present = new Set(room.participants.map((p) => p.userId));
+      const changed = scores.filter((s) => {
+        if (!present.has(s.userId)) return false;
+        const known = ctl.quality.find((q) => q.userId === s.userId);
+        if (known?.quality === s.quality) {
+          known.rttMs = s.rttMs;
+          return false;
+        }
+        if (known) Object.assign(known, s);
+        else ctl.quality.push({ ...s });
+        return true;
+      });
+      if (changed.length === 0) return;
+      await tx.commit(
+        room,
+        [{ type: 'network.quality', data: { scores: changed } }],
+        this.dueAt(room),
+      );
+    });
+  }
+
+  async openBreakout(
+    main: LiveRoom,
+    roomName: string,
+    breakoutId: string,
+    allowed: string[],
+    admins: string[],
+  ) {
+    const row = await this.openRoom(
+      main.projectId,
+      { roomName, liveType: main.liveType, maxParticipants: main.maxParticipants },
+      false,
+    );
+    await this.setBreakoutAllowed(row.room_id, allowed, admins, {
+      roomName: main.roomName,
+      rid: main.rid,
+      breakoutId,
+    });
+    return row.room_id;
+  }
+
+  async setBreakoutAllowed(
+    rid: string,
+    allowed: string[],
+    admins: string[],
+    link?: { roomName: string; rid: string; breakoutId: string },
+  ) {
+    await this.store.withLock(rid, async (tx) => {
+      const room = await tx.load();
+      if (!room) return;
+      const ctl = controllerOf(room, this.cfg.controller);
+      const base = link ?? ctl.breakoutOf;
+      if (!base) return;
+      ctl.breakoutOf = { ...base, allowed, admins };
+      await tx.commit(room, [], this.dueAt(room));
+    });
+  }
+
+  async appendEvent(rid: string, type: string, data: unknown) {
+    await this.store.appendIfMember(rid, null, { type, data });
+  }
+}
+
+/** Runs the work a commit left for after its lock (one failure does not stop the others). */
+async function runAfter(after: (() => Promise<void>)[]) {
+  for (const fn of after) await fn().catch(() => {});
 }

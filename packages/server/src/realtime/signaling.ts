@@ -7,6 +7,13 @@ import {
   ERROR_CODES,
   type ErrorCode,
   type LeaveReason,
+  MediaAnswerDataSchema,
+  MediaMuteDataSchema,
+  MediaPublishDataSchema,
+  MediaSubscribeDataSchema,
+  MediaTrickleDataSchema,
+  MediaUnpublishDataSchema,
+  MediaUnsubscribeDataSchema,
   MessageSendDataSchema,
   PingDataSchema,
   REALTIME_TOKEN_AUDIENCE,
@@ -19,7 +26,10 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { WebSocket } from 'ws';
 import type { Services } from '../app.ts';
 import { findInputFault } from '../http/input-check.ts';
+import { MediaRequestError, type MediaService } from '../media/service.ts';
+import { unavailableDependency } from '../unavailable.ts';
 import type { RealtimeConfig } from './config.ts';
+import { qualityFromRtt } from './controller/quality.ts';
 import type { RoomStore, StoredRoomEvent } from './room-store.ts';
 import type { RoomClaims, RoomService } from './rooms.ts';
 
@@ -32,6 +42,13 @@ const validators = new Map<string, ReturnType<typeof compile>>([
   ['message.send', compile(MessageSendDataSchema)],
   ['room.update_metadata', compile(RoomUpdateMetadataDataSchema)],
   ['ping', compile(PingDataSchema)],
+  ['media.publish', compile(MediaPublishDataSchema)],
+  ['media.unpublish', compile(MediaUnpublishDataSchema)],
+  ['media.mute', compile(MediaMuteDataSchema)],
+  ['media.subscribe', compile(MediaSubscribeDataSchema)],
+  ['media.answer', compile(MediaAnswerDataSchema)],
+  ['media.unsubscribe', compile(MediaUnsubscribeDataSchema)],
+  ['media.trickle', compile(MediaTrickleDataSchema)],
 ]);
 
 const TEXT_FRAME = { binary: false } as const;
@@ -71,6 +88,11 @@ class Connection {
   early: { data: Buffer | ArrayBuffer | Buffer[]; isBinary: boolean }[] = [];
   timer: NodeJS.Timeout | null = null;
   follower: Follower | null = null;
+  /** Why the connection waits (a host's arrival, or a host's approval in the waiting room). */
+  waitingFor: 'NO_HOST' | 'APPROVAL' | null = null;
+  /** The last signaling round trip (ms) and when its pong came (for network quality). */
+  rttMs: number | null = null;
+  pongAtMs = 0;
 
   constructor(
     readonly ws: WebSocket,
@@ -106,6 +128,7 @@ const CLOSE_FOR: Partial<Record<LeaveReason, number>> = {
 };
 
 const CODE_FOR: Partial<Record<LeaveReason, ErrorCode>> = {
+  KICKED: 'kicked',
   DUPLICATE_IDENTITY: 'duplicate_identity',
   ROOM_DELETED: 'room_deleted',
   ROOM_ENDED: 'room_ended',
@@ -123,8 +146,11 @@ export class SignalingHub {
   private followers = new Map<string, Follower>();
   private pinger: NodeJS.Timeout;
   private sweeper: NodeJS.Timeout;
+  private qualityTimer: NodeJS.Timeout;
   private sweeping = false;
   private closed = false;
+  /** The media area, once the plugin has built it (media requests need it). */
+  media: MediaService | null = null;
 
   constructor(
     private svc: Services,
@@ -134,8 +160,13 @@ export class SignalingHub {
     private log: FastifyBaseLogger,
   ) {
     this.nodeId = `node_${randomBytes(6).toString('hex')}`;
+    svc.state.subscriptions.on('restored', this.onResubscribed);
     this.pinger = setInterval(() => this.pingAll(), cfg.pingIntervalMs).unref();
     this.sweeper = setInterval(() => void this.tick(), cfg.sweepIntervalMs).unref();
+    this.qualityTimer = setInterval(
+      () => void this.measureQuality(),
+      cfg.controller.qualityIntervalMs,
+    ).unref();
     void this.store.heartbeat(this.nodeId, cfg.nodeTtlMs).catch(() => {});
   }
 
@@ -146,7 +177,9 @@ export class SignalingHub {
       await this.store.heartbeat(this.nodeId, this.cfg.nodeTtlMs);
       await this.rooms.sweep();
     } catch (err) {
-      if (!this.closed) this.log.warn({ err }, 'realtime sweep failed');
+      // An outage is logged once by the app; the sweep resumes by itself when it ends.
+      if (!this.closed && !unavailableDependency(err))
+        this.log.warn({ err }, 'realtime sweep failed');
     } finally {
       this.sweeping = false;
     }
@@ -157,13 +190,21 @@ export class SignalingHub {
     const conn = new Connection(ws, this.cfg.rateBurst, this.svc.clock.now());
     this.conns.add(conn);
     ws.on('message', (data, isBinary) => this.onFrame(conn, data, isBinary));
-    ws.on('pong', () => {
+    ws.on('pong', (data) => {
       conn.alive = true;
+      const sentAt = Number(data.toString());
+      if (Number.isFinite(sentAt) && sentAt > 0) {
+        conn.pongAtMs = Date.now();
+        conn.rttMs = Math.max(0, conn.pongAtMs - sentAt);
+      }
     });
     ws.on('close', (code) => void this.onClose(conn, code));
     ws.on('error', () => {});
     void this.verify(conn, query).catch((err) => {
-      this.log.error({ err }, 'realtime: accepting a socket failed');
+      // A dependency outage is logged once, where it is detected; the client retries later.
+      if (unavailableDependency(err)) this.sendError(conn, undefined, 'service_unavailable');
+      else this.log.error({ err }, 'realtime: accepting a socket failed');
+      conn.state = 'closed';
       this.closeWith(conn, CLOSE_CODES.INTERNAL_ERROR);
     });
   }
@@ -193,6 +234,8 @@ export class SignalingHub {
       ...(typeof p.avatarUrl === 'string' ? { avatarUrl: p.avatarUrl } : {}),
       isHost: p.host === true,
       canJoinWithNoHost: p.canJoinWithNoHost !== false,
+      canPublish: p.canPublish !== false,
+      canSubscribe: p.canSubscribe !== false,
       expiresAtMs: typeof p.exp === 'number' ? p.exp * 1000 : 0,
     };
     if (!claims.projectId || !claims.roomName || !claims.rid || !claims.userId) {
@@ -202,7 +245,11 @@ export class SignalingHub {
       return this.refuse(conn, 'token_room_mismatch', CLOSE_CODES.TOKEN_ROOM_MISMATCH);
     }
     // A token outlives neither its project nor the project's Realtime product.
-    const project = await this.svc.projects.get(claims.projectId).catch(() => null);
+    // A store outage is not a bad token: it is answered service_unavailable (retry later).
+    const project = await this.svc.projects.get(claims.projectId).catch((err: unknown) => {
+      if (unavailableDependency(err)) throw err;
+      return null;
+    });
     if (isClosed(conn)) return;
     if (!project) return this.refuse(conn, 'token_invalid', CLOSE_CODES.TOKEN_INVALID);
     if (!project.products.includes('realtime')) {
@@ -253,6 +300,10 @@ export class SignalingHub {
     conn.queue = conn.queue
       .then(() => this.handle(conn, request))
       .catch((err) => {
+        if (unavailableDependency(err)) {
+          this.sendError(conn, request.id, 'service_unavailable');
+          return;
+        }
         this.log.error({ err, type: request.type }, 'realtime request failed');
         this.sendError(conn, request.id, 'internal_error');
       });
@@ -318,7 +369,7 @@ export class SignalingHub {
       return null;
     }
     const isApp = APP_TYPE_REGEX.test(type);
-    const validator = validators.get(type);
+    const validator = this.rooms.controller.lookup(type)?.check ?? validators.get(type);
     if (!validator && !isApp) {
       this.invalid(conn, id, 'unknown_message_type', `Unknown type "${type.slice(0, 80)}".`);
       return null;
@@ -389,8 +440,12 @@ export class SignalingHub {
       }
       return this.sendError(conn, r.id, 'not_joined');
     }
+    if (conn.state === 'pending' && this.rooms.controller.allowedBeforeJoin(r.type)) {
+      return this.controllerRequest(conn, r, null);
+    }
     if (conn.state !== 'joined' || !conn.sid) return this.sendError(conn, r.id, 'not_joined');
     const sid = conn.sid;
+    if (this.rooms.controller.lookup(r.type)) return this.controllerRequest(conn, r, sid);
     if (r.type === 'message.send') {
       const data = r.data as { message: string; roomName?: string };
       if (data.roomName !== undefined && data.roomName !== claims.roomName) {
@@ -407,6 +462,18 @@ export class SignalingHub {
       if (!ev) return this.sendError(conn, r.id, 'not_joined');
       return this.sendAck(conn, r.id, { seq: ev.seq });
     }
+    if (r.type.startsWith('media.')) {
+      if (!this.media) return this.sendError(conn, r.id, 'media_unavailable');
+      try {
+        const ack = await this.media.handle({ claims, sid }, r.type, r.data);
+        if (isClosed(conn)) return;
+        return this.sendAck(conn, r.id, ack);
+      } catch (err) {
+        if (err instanceof MediaRequestError)
+          return this.sendError(conn, r.id, err.code, err.message);
+        throw err;
+      }
+    }
     if (r.type === 'room.update_metadata') {
       const seq = await this.rooms.updateMetadata(
         claims.rid,
@@ -420,6 +487,14 @@ export class SignalingHub {
     const ev = await this.rooms.sendApp(claims.rid, sid, claims.userId, r.type, r.data);
     if (!ev) return this.sendError(conn, r.id, 'not_joined');
     this.sendAck(conn, r.id, { seq: ev.seq });
+  }
+
+  /** A room controller request: its answer is the command's ack or registry code. */
+  private async controllerRequest(conn: Connection, r: Request, sid: string | null) {
+    const answer = await this.rooms.command(conn.claims!, sid, r.type, r.data);
+    if (isClosed(conn)) return;
+    if (answer.error) return this.sendError(conn, r.id, answer.error, answer.message);
+    this.sendAck(conn, r.id, answer.ack ?? {});
   }
 
   private async join(conn: Connection, requestId: string | null) {
@@ -440,15 +515,22 @@ export class SignalingHub {
       conn.state = 'closed';
       return this.closeWith(
         conn,
-        result.code === 'room_full' ? CLOSE_CODES.ROOM_FULL : CLOSE_CODES.ROOM_NOT_FOUND,
+        result.code === 'room_full'
+          ? CLOSE_CODES.ROOM_FULL
+          : result.code === 'room_not_found'
+            ? CLOSE_CODES.ROOM_NOT_FOUND
+            : CLOSE_CODES.KICKED,
       );
     }
     this.clearTimer(conn);
     if (result.kind === 'waiting') {
-      if (conn.state === 'waiting') return;
+      if (conn.state === 'waiting' && conn.waitingFor === result.reason) return;
+      const wasWaiting = conn.state === 'waiting';
       conn.state = 'waiting';
+      conn.waitingFor = result.reason;
       if (requestId) this.sendAck(conn, requestId, { status: 'waiting' });
-      this.sessionFrame(conn, 'session.waiting', { reason: 'NO_HOST' });
+      this.sessionFrame(conn, 'session.waiting', { reason: result.reason });
+      if (wasWaiting) return;
       const ms = Math.min(
         2 ** 31 - 1,
         Math.max(0, conn.claims!.expiresAtMs - this.svc.clock.now()),
@@ -460,6 +542,7 @@ export class SignalingHub {
       return;
     }
     const wasWaiting = conn.state === 'waiting';
+    conn.waitingFor = null;
     conn.state = 'joined';
     conn.sid = result.sid;
     conn.lastDelivered = result.lastSeq;
@@ -503,6 +586,31 @@ export class SignalingHub {
     await f.unfollow?.();
   }
 
+  /**
+   * The room subscriptions are back after a lost connection: what was published meanwhile never
+   * arrives, so each followed room reads it from its log (as for a gap).
+   */
+  private readonly onResubscribed = () => {
+    for (const f of this.followers.values()) {
+      if (f.held || f.lastSeq === null) continue;
+      f.held = [];
+      this.catchUp(f, f.lastSeq);
+    }
+  };
+
+  private catchUp(f: Follower, from: number) {
+    void this.store
+      .readAfter(f.rid, from)
+      .catch(() => null)
+      .then((missed) => {
+        const held = f.held ?? [];
+        f.held = null;
+        for (const m of missed ?? []) this.deliver(f, m);
+        if (!missed) f.lastSeq = null;
+        for (const h of held) this.onEvent(f, h);
+      });
+  }
+
   private onEvent(f: Follower, ev: StoredRoomEvent) {
     if (f.held) {
       f.held.push(ev);
@@ -512,17 +620,7 @@ export class SignalingHub {
     if (f.lastSeq !== null && ev.seq > f.lastSeq + 1) {
       // A gap (e.g. the Redis subscription reconnected): fetch what was missed, in order.
       f.held = [ev];
-      const from = f.lastSeq;
-      void this.store
-        .readAfter(f.rid, from)
-        .catch(() => null)
-        .then((missed) => {
-          const held = f.held ?? [];
-          f.held = null;
-          for (const m of missed ?? []) this.deliver(f, m);
-          if (!missed) f.lastSeq = null;
-          for (const h of held) this.onEvent(f, h);
-        });
+      this.catchUp(f, f.lastSeq);
       return;
     }
     this.deliver(f, ev);
@@ -538,6 +636,7 @@ export class SignalingHub {
         const data = JSON.parse(ev.frame).data as {
           participant: { sid: string };
           reason: LeaveReason;
+          message?: string;
         };
         for (const conn of f.conns) {
           if (conn.sid === data.participant.sid && conn.state === 'joined') {
@@ -547,6 +646,36 @@ export class SignalingHub {
               data.reason,
               CODE_FOR[data.reason] ?? 'not_joined',
               CLOSE_FOR[data.reason] ?? CLOSE_CODES.NORMAL,
+              data.message,
+            );
+          }
+        }
+        break;
+      }
+      case 'waiting.approved':
+      case 'waiting.rejected':
+      case 'waiting.timed_out': {
+        const data = JSON.parse(ev.frame).data as { userId: string; reason?: string };
+        for (const conn of f.conns) {
+          if (conn.state !== 'waiting' || conn.claims?.userId !== data.userId) continue;
+          if (ev.type === 'waiting.approved') {
+            conn.queue = conn.queue
+              .then(() => this.join(conn, null))
+              .catch((err) => this.log.error({ err }, 'realtime admit failed'));
+          } else if (ev.type === 'waiting.rejected') {
+            void this.endSession(
+              conn,
+              'WAITING_REJECTED',
+              'waiting_rejected',
+              CLOSE_CODES.WAITING_REJECTED,
+              data.reason,
+            );
+          } else {
+            void this.endSession(
+              conn,
+              'WAITING_TIMEOUT',
+              'waiting_timeout',
+              CLOSE_CODES.WAITING_TIMEOUT,
             );
           }
         }
@@ -557,7 +686,7 @@ export class SignalingHub {
         const data = JSON.parse(ev.frame).data as { participant: { isHost: boolean } };
         if (data.participant.isHost) {
           for (const conn of f.conns) {
-            if (conn.state !== 'waiting') continue;
+            if (conn.state !== 'waiting' || conn.waitingFor !== 'NO_HOST') continue;
             conn.queue = conn.queue
               .then(() => this.join(conn, null))
               .catch((err) => this.log.error({ err }, 'realtime admit failed'));
@@ -640,12 +769,18 @@ export class SignalingHub {
     reason: LeaveReason,
     code: ErrorCode,
     closeCode: number,
+    message?: string,
   ) {
     if (conn.state === 'closed') return;
     const wasJoined = conn.state === 'joined';
     const sid = conn.sid;
     conn.state = 'closed';
-    this.sessionFrame(conn, 'session.closed', { reason, code, closeCode });
+    this.sessionFrame(conn, 'session.closed', {
+      reason,
+      code,
+      closeCode,
+      ...(message !== undefined ? { message } : {}),
+    });
     this.closeWith(conn, closeCode);
     if (wasJoined && sid && reason === 'PROTOCOL_VIOLATION') {
       await this.rooms.leave(conn.claims!.rid, sid, reason).catch(() => {});
@@ -668,6 +803,10 @@ export class SignalingHub {
 
   private async onClose(conn: Connection, code: number) {
     const wasJoined = conn.state === 'joined';
+    if (conn.state === 'waiting' && conn.waitingFor === 'APPROVAL' && conn.claims && !this.closed) {
+      const { rid, userId } = conn.claims;
+      void this.rooms.waitingGone(rid, userId, conn.id).catch(() => {});
+    }
     conn.state = 'closed';
     this.clearTimer(conn);
     this.conns.delete(conn);
@@ -694,8 +833,45 @@ export class SignalingHub {
       }
       conn.alive = false;
       try {
-        conn.ws.ping();
+        conn.ws.ping(String(Date.now()));
       } catch {}
+    }
+  }
+
+  /**
+   * Network quality: reports each room's local participants' scores from the last round trip,
+   * then pings them again for the next period (the pong's payload carries the send time).
+   */
+  private async measureQuality() {
+    if (this.closed) return;
+    const now = Date.now();
+    const period = this.cfg.controller.qualityIntervalMs;
+    for (const f of this.followers.values()) {
+      const scores: { userId: string; quality: number; rttMs: number | null }[] = [];
+      for (const conn of f.conns) {
+        if (conn.state !== 'joined' || !conn.claims) continue;
+        const fresh = conn.rttMs !== null && now - conn.pongAtMs <= 2 * period + 100;
+        if (conn.pongAtMs > 0 || conn.rttMs !== null) {
+          const rttMs = fresh ? conn.rttMs : null;
+          scores.push({ userId: conn.claims.userId, quality: qualityFromRtt(rttMs), rttMs });
+        }
+        try {
+          conn.ws.ping(String(now));
+        } catch {}
+      }
+      if (scores.length > 0) {
+        await this.rooms.reportQuality(f.rid, scores).catch((err) => {
+          this.log.warn({ err }, 'realtime: reporting network quality failed');
+        });
+      }
+    }
+  }
+
+  /** Sends a frame to the joined socket of `sid` in room `rid`, when it is on this node. */
+  sendToSid(rid: string, sid: string, frame: string) {
+    const f = this.followers.get(rid);
+    for (const conn of f?.conns ?? []) {
+      if (conn.sid === sid && conn.state === 'joined') this.send(conn, frame);
     }
   }
 
@@ -710,8 +886,11 @@ export class SignalingHub {
    */
   async close() {
     if (this.closed) return;
+    this.svc.state.subscriptions.off('restored', this.onResubscribed);
     clearInterval(this.pinger);
     clearInterval(this.sweeper);
+    clearInterval(this.qualityTimer);
+    await this.rooms.controller.reactions.close();
     const joined = [...this.conns].filter((c) => c.state === 'joined' && c.sid && c.claims);
     await Promise.allSettled(joined.map((c) => this.rooms.dropped(c.claims!.rid, c.sid!, c.id)));
     this.closed = true;

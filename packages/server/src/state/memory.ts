@@ -1,5 +1,11 @@
 import { EventEmitter } from 'node:events';
-import { type RateLimitResult, type SharedState, slidingWindowResult } from './state.ts';
+import { DependencyHealth } from '../unavailable.ts';
+import {
+  type RateLimitResult,
+  type SharedState,
+  type SubscriptionEvents,
+  slidingWindowResult,
+} from './state.ts';
 
 interface Window {
   index: number;
@@ -10,6 +16,9 @@ interface Window {
 /** Shared state for a single process: the embedded default. */
 export class MemoryState implements SharedState {
   readonly kind = 'memory' as const;
+  /** In process: never down, and its subscriptions are never lost. */
+  readonly health = new DependencyHealth('shared state');
+  readonly subscriptions = new EventEmitter<SubscriptionEvents>();
   /** Counters by window length, then bucket (no key string built per request). */
   private windows = new Map<number, Map<string, Window>>();
   private bus = new EventEmitter().setMaxListeners(0);

@@ -1,3 +1,16 @@
+import type { EventEmitter } from 'node:events';
+import type { DependencyHealth } from '../unavailable.ts';
+
+/**
+ * What the subscription connection reports: `lost` when it drops (messages published from then
+ * on do not arrive), `restored` when it is back and subscribed again (what was published in
+ * between is lost for good: listeners catch up from elsewhere, or drop what they cached).
+ */
+export interface SubscriptionEvents {
+  lost: [];
+  restored: [];
+}
+
 /** The outcome of one rate-limit check. */
 export interface RateLimitResult {
   allowed: boolean;
@@ -19,6 +32,14 @@ export interface RateLimitResult {
 export interface SharedState {
   readonly kind: 'memory' | 'redis';
   /**
+   * Whether the store answers, as this node last saw it. While it is down, calls are refused at
+   * once with `DependencyUnavailableError` and rate limits are decided by this node alone.
+   * In process: always up.
+   */
+  readonly health: DependencyHealth;
+  /** When the subscription connection is lost and back (see {@link SubscriptionEvents}). */
+  readonly subscriptions: EventEmitter<SubscriptionEvents>;
+  /**
    * Counts one request against `bucket` under a sliding-window counter (the weighted sum of the
    * previous and current fixed windows, as Cloudflare and Upstash do), atomically across nodes.
    * A refused request is not counted. The in-process implementation answers synchronously
@@ -38,7 +59,7 @@ export interface SharedState {
   publish(channel: string, message: string): Promise<number>;
   /** Calls `handler` for each message on `channel`; resolves once the subscription is live. */
   subscribe(channel: string, handler: (message: string) => void): Promise<() => Promise<void>>;
-  /** True when the store answers. */
+  /** True when the store answers (within its deadline). */
   ping(): Promise<boolean>;
   close(): Promise<void>;
 }

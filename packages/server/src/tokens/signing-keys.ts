@@ -10,9 +10,11 @@ import {
 } from 'jose';
 import type { Clock } from '../clock.ts';
 import { newId } from '../ids.ts';
+import { Sealer } from '../sealing.ts';
 import type { Store } from '../storage/db.ts';
 
 const ALG = 'ES256';
+const PURPOSE = 'tokens:signing-keys';
 
 interface LoadedKey {
   kid: string;
@@ -37,7 +39,8 @@ export type VerifyResult =
  * The server's token-signing key set (ES256), shared by every node through the SQL store and
  * published at `/.well-known/jwks.json`. Tokens carry the signing key's `kid`, a unique `jti`,
  * `iss` (the public URL) and `aud`. Rotation adds a new active key; older keys keep verifying
- * until retired, so tokens already issued stay valid.
+ * until retired, so tokens already issued stay valid. Private keys are stored sealed (see
+ * {@link Sealer}), bound to their `kid`.
  */
 export class SigningKeys {
   private keys: LoadedKey[] = [];
@@ -47,12 +50,51 @@ export class SigningKeys {
     private store: Store,
     private clock: Clock,
     private issuer: string,
+    private sealer: Sealer,
   ) {}
 
-  /** Loads the key set, creating the first key when there is none. */
+  /**
+   * Seals every stored private key that is in clear or sealed with a previous secret, then loads
+   * the key set, creating the first key when there is none. Throws when a stored key opens with
+   * no configured secret (SVC_SECRET changed without SVC_SECRET_PREVIOUS).
+   */
   async init() {
+    await this.sealStored();
     await this.reload();
     if (this.keys.length === 0) await this.rotate();
+  }
+
+  /**
+   * Seals the private keys stored in clear (written before sealing) or with a previous secret.
+   * Each row is replaced only if unchanged since it was read, so nodes starting together agree.
+   */
+  async sealStored() {
+    const rows = await this.store.db
+      .selectFrom('signing_keys')
+      .select(['kid', 'private_jwk'])
+      .execute();
+    for (const row of rows) {
+      const jwk = this.openPrivate(row.kid, row.private_jwk);
+      if (jwk.sealed) continue;
+      await this.store.db
+        .updateTable('signing_keys')
+        .set({ private_jwk: this.sealer.seal(PURPOSE, jwk.json, row.kid) })
+        .where('kid', '=', row.kid)
+        .where('private_jwk', '=', row.private_jwk)
+        .execute();
+    }
+  }
+
+  /** A stored private JWK in clear; `sealed` when it is already sealed with the current secret. */
+  private openPrivate(kid: string, stored: string): { json: string; sealed: boolean } {
+    if (!Sealer.isSealed(stored)) return { json: stored, sealed: false };
+    const opened = this.sealer.open(PURPOSE, stored, kid);
+    if (!opened) {
+      throw new Error(
+        `signing key ${kid} is sealed with a secret this server does not have (set SVC_SECRET_PREVIOUS to the previous SVC_SECRET)`,
+      );
+    }
+    return { json: opened.plaintext, sealed: !opened.stale };
   }
 
   /** Re-reads the key set from the store (after another node rotated). */
@@ -67,7 +109,10 @@ export class SigningKeys {
     this.keys = await Promise.all(
       rows.map(async (row) => ({
         kid: row.kid,
-        privateKey: (await importJWK(JSON.parse(row.private_jwk), ALG)) as CryptoKey,
+        privateKey: (await importJWK(
+          JSON.parse(this.openPrivate(row.kid, row.private_jwk).json),
+          ALG,
+        )) as CryptoKey,
         publicKey: (await importJWK(JSON.parse(row.public_jwk), ALG)) as CryptoKey,
         publicJwk: JSON.parse(row.public_jwk) as JWK,
         createdAtMs: Date.parse(row.created_at),
@@ -87,7 +132,7 @@ export class SigningKeys {
         kid,
         alg: ALG,
         public_jwk: JSON.stringify(publicJwk),
-        private_jwk: JSON.stringify(privateJwk),
+        private_jwk: this.sealer.seal(PURPOSE, JSON.stringify(privateJwk), kid),
         created_at: new Date(this.clock.now()).toISOString(),
         retired_at: null,
       })

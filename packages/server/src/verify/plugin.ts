@@ -9,6 +9,7 @@ import { VerifyService } from './service.ts';
  */
 export const verifyPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { svc }) => {
   const service = new VerifyService(svc, app.log);
+  await service.sealStoredCredentials();
   svc.projects.registerSettings('verify', service.settingsValidator());
   await app.register(verifyRoutes, { prefix: '/v1', service });
   await app.register(verifyAdminRoutes, { prefix: '/v1/admin', service, guard: svc.adminGuard });

@@ -1,12 +1,7 @@
-import {
-  createCipheriv,
-  createDecipheriv,
-  createHmac,
-  hkdfSync,
-  randomBytes,
-  randomInt,
-  timingSafeEqual,
-} from 'node:crypto';
+import { createHmac, hkdfSync, randomInt, timingSafeEqual } from 'node:crypto';
+import type { Sealer } from '../sealing.ts';
+
+const PURPOSE = 'verify:sender-secrets';
 
 function derive(secret: string, purpose: string): Buffer {
   return Buffer.from(hkdfSync('sha256', secret, 'svc', `svc:verify:${purpose}`, 32));
@@ -14,17 +9,19 @@ function derive(secret: string, purpose: string): Buffer {
 
 /**
  * The Verify area's key material, derived from the server secret (HKDF-SHA256, one key per
- * purpose), so rotating SVC_SECRET invalidates pending codes and nothing else needs a key.
+ * purpose), so rotating SVC_SECRET invalidates pending codes. Provider credentials are sealed
+ * by the server's {@link Sealer}, so they survive a rotation done with SVC_SECRET_PREVIOUS.
  */
 export class VerifySecrets {
   private codeKey: Buffer;
   private phoneKey: Buffer;
-  private senderKey: Buffer;
 
-  constructor(serverSecret: string) {
+  constructor(
+    serverSecret: string,
+    private sealer: Sealer,
+  ) {
     this.codeKey = derive(serverSecret, 'code');
     this.phoneKey = derive(serverSecret, 'phone');
-    this.senderKey = derive(serverSecret, 'sender-secrets');
   }
 
   /** HMAC-SHA256 of `verificationId:code` (hex): the only form in which a code is stored. */
@@ -44,34 +41,20 @@ export class VerifySecrets {
     return createHmac('sha256', this.phoneKey).update(e164).digest('hex');
   }
 
-  /** Encrypts a provider credential for storage in project settings (AES-256-GCM). */
+  /** Seals a provider credential for storage in project settings (see {@link Sealer}). */
   seal(plaintext: string): string {
-    const iv = randomBytes(12);
-    const cipher = createCipheriv('aes-256-gcm', this.senderKey, iv);
-    const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
-    return ['v1', iv, body, cipher.getAuthTag()]
-      .map((p) => (typeof p === 'string' ? p : p.toString('base64url')))
-      .join('.');
+    return this.sealer.seal(PURPOSE, plaintext);
   }
 
-  /** Decrypts what {@link seal} produced; null when it was not sealed with this secret. */
+  /** Opens what {@link seal} produced; null when no configured server secret opens it. */
   open(sealed: string): string | null {
-    const [version, iv, body, tag] = sealed.split('.');
-    if (version !== 'v1' || !iv || !body || tag === undefined) return null;
-    try {
-      const decipher = createDecipheriv(
-        'aes-256-gcm',
-        this.senderKey,
-        Buffer.from(iv, 'base64url'),
-      );
-      decipher.setAuthTag(Buffer.from(tag, 'base64url'));
-      return Buffer.concat([
-        decipher.update(Buffer.from(body, 'base64url')),
-        decipher.final(),
-      ]).toString('utf8');
-    } catch {
-      return null;
-    }
+    return this.sealer.open(PURPOSE, sealed)?.plaintext ?? null;
+  }
+
+  /** The credential sealed again with the current secret when it is sealed with an older one. */
+  resealed(sealed: string): string | null {
+    const opened = this.sealer.open(PURPOSE, sealed);
+    return opened?.stale ? this.seal(opened.plaintext) : null;
   }
 }
 

@@ -78,8 +78,38 @@ export class VerifyService {
     private svc: Services,
     private log: FastifyBaseLogger,
   ) {
-    this.secrets = new VerifySecrets(svc.secret);
+    this.secrets = new VerifySecrets(svc.secret, svc.sealer);
     this.db = svc.store.db;
+  }
+
+  /**
+   * Seals again, with the current server secret, the SMS provider credentials in project
+   * settings that are sealed with a previous one. A project's settings are replaced only if
+   * unchanged since they were read (a PATCH meanwhile wins).
+   */
+  async sealStoredCredentials() {
+    const rows = await this.db
+      .selectFrom('projects')
+      .select(['id', 'settings'])
+      .where('settings', 'like', '%authTokenEncrypted%')
+      .execute();
+    for (const row of rows) {
+      const settings = JSON.parse(row.settings) as {
+        verify?: { sender?: { authTokenEncrypted?: string } };
+      };
+      const sender = settings.verify?.sender;
+      const resealed = sender?.authTokenEncrypted
+        ? this.secrets.resealed(sender.authTokenEncrypted)
+        : null;
+      if (!sender || !resealed) continue;
+      sender.authTokenEncrypted = resealed;
+      await this.db
+        .updateTable('projects')
+        .set({ settings: JSON.stringify(settings) })
+        .where('id', '=', row.id)
+        .where('settings', '=', row.settings)
+        .execute();
+    }
   }
 
   /** The validator registered for `settings.verify`. */

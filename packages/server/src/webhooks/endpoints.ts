@@ -11,6 +11,7 @@ import type { ProjectService } from '../admin/projects.ts';
 import type { Clock } from '../clock.ts';
 import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
+import { Sealer } from '../sealing.ts';
 import type { Store } from '../storage/db.ts';
 import type { Outbox } from './outbox.ts';
 import { newWebhookSecret } from './signing.ts';
@@ -21,6 +22,58 @@ import type { WebhookDeliveriesTable, WebhookEndpointsTable } from './tables.ts'
 export const MAX_ENDPOINTS_PER_PROJECT = 20;
 
 const iso = (ms: number) => new Date(ms).toISOString();
+
+const PURPOSE = 'webhooks:endpoint-secrets';
+
+/**
+ * A stored signing secret (`secret` or `previous_secret` of endpoint `endpointId`) in clear.
+ * Throws when no configured server secret opens it.
+ */
+export function openEndpointSecret(sealer: Sealer, endpointId: string, stored: string): string {
+  if (!Sealer.isSealed(stored)) return stored;
+  const opened = sealer.open(PURPOSE, stored, endpointId);
+  if (!opened) {
+    throw new Error(
+      `the secret of webhook endpoint ${endpointId} is sealed with a secret this server does not have`,
+    );
+  }
+  return opened.plaintext;
+}
+
+/**
+ * Seals every endpoint secret stored in clear (written before sealing) or with a previous server
+ * secret. A row is replaced only if unchanged since it was read, so a rotation that happens
+ * meanwhile, or another node doing the same, is never overwritten.
+ */
+export async function sealStoredEndpointSecrets(store: Store, sealer: Sealer): Promise<number> {
+  const rows = await store.db
+    .selectFrom('webhook_endpoints')
+    .select(['id', 'secret', 'previous_secret'])
+    .execute();
+  let sealed = 0;
+  const needsSealing = (id: string, value: string | null) =>
+    value !== null && (!Sealer.isSealed(value) || sealer.open(PURPOSE, value, id)?.stale !== false);
+  for (const row of rows) {
+    if (!needsSealing(row.id, row.secret) && !needsSealing(row.id, row.previous_secret)) continue;
+    const reseal = (value: string | null) =>
+      value === null
+        ? null
+        : sealer.seal(PURPOSE, openEndpointSecret(sealer, row.id, value), row.id);
+    const result = await store.db
+      .updateTable('webhook_endpoints')
+      .set({ secret: reseal(row.secret)!, previous_secret: reseal(row.previous_secret) })
+      .where('id', '=', row.id)
+      .where('secret', '=', row.secret)
+      .where((eb) =>
+        row.previous_secret === null
+          ? eb('previous_secret', 'is', null)
+          : eb('previous_secret', '=', row.previous_secret),
+      )
+      .executeTakeFirst();
+    if (result.numUpdatedRows > 0n) sealed++;
+  }
+  return sealed;
+}
 
 function toEndpoint(row: WebhookEndpointsTable, nowMs: number): WebhookEndpoint {
   const overlapping =
@@ -44,6 +97,8 @@ export interface EndpointDeps {
   clock: Clock;
   projects: ProjectService;
   outbox: Outbox;
+  /** Seals the signing secrets at rest. */
+  sealer: Sealer;
   allowPrivate: boolean;
   /** DNS resolution for the creation-time check (tests may substitute it). */
   lookup?: LookupAll;
@@ -58,7 +113,13 @@ export class WebhookEndpoints {
     const url = parseWebhookUrl(raw);
     if (!url) throw new ApiError('invalid_webhook_url');
     const check = await checkTarget(url, this.deps.allowPrivate, this.deps.lookup);
-    if (!check.ok) throw new ApiError(check.code, check.detail);
+    if (!check.ok) {
+      const hint =
+        check.code === 'webhook_url_forbidden' && !this.deps.allowPrivate
+          ? ' (an operator can allow loopback and private addresses with SVC_WEBHOOK_ALLOW_PRIVATE=true; link-local and metadata addresses are never allowed)'
+          : '';
+      throw new ApiError(check.code, `${check.detail}${hint}`);
+    }
     return url.toString();
   }
 
@@ -89,22 +150,24 @@ export class WebhookEndpoints {
     }
     const nowMs = this.deps.clock.now();
     const enabled = body.enabled ?? true;
+    const id = newId('whe', nowMs);
+    const secret = newWebhookSecret();
     const row: WebhookEndpointsTable = {
-      id: newId('whe', nowMs),
+      id,
       project_id: projectId,
       url,
       description: body.description ?? null,
       events: JSON.stringify(body.events ?? []),
       enabled: enabled ? 1 : 0,
       disabled_reason: enabled ? null : 'manual',
-      secret: newWebhookSecret(),
+      secret: this.deps.sealer.seal(PURPOSE, secret, id),
       previous_secret: null,
       previous_secret_expires_at: null,
       created_at: iso(nowMs),
       updated_at: iso(nowMs),
     };
     await this.deps.store.db.insertInto('webhook_endpoints').values(row).execute();
-    return { ...toEndpoint(row, nowMs), secret: row.secret };
+    return { ...toEndpoint(row, nowMs), secret };
   }
 
   async list(projectId: string): Promise<WebhookEndpoint[]> {
@@ -162,7 +225,7 @@ export class WebhookEndpoints {
     await this.deps.store.db
       .updateTable('webhook_endpoints')
       .set({
-        secret,
+        secret: this.deps.sealer.seal(PURPOSE, secret, id),
         previous_secret: expires ? row.secret : null,
         previous_secret_expires_at: expires,
         updated_at: iso(nowMs),
@@ -176,7 +239,7 @@ export class WebhookEndpoints {
   async sendTest(projectId: string, id: string) {
     const project = await this.deps.projects.get(projectId);
     const row = await this.row(projectId, id);
-    if (!project.webhooksEnabled) throw new ApiError('webhooks_disabled');
+    if (!project.webhooksEnabled) throw webhooksDisabled(projectId);
     if (row.enabled !== 1) throw new ApiError('webhook_endpoint_disabled');
     const nowMs = this.deps.clock.now();
     const enqueued = await this.deps.outbox.write(
@@ -272,7 +335,7 @@ export class WebhookEndpoints {
     const endpoint = await this.row(projectId, id);
     if (endpoint.enabled !== 1) throw new ApiError('webhook_endpoint_disabled');
     const project = await this.deps.projects.get(projectId);
-    if (!project.webhooksEnabled) throw new ApiError('webhooks_disabled');
+    if (!project.webhooksEnabled) throw webhooksDisabled(projectId);
     const nowMs = this.deps.clock.now();
     const result = await this.deps.store.db
       .updateTable('webhook_deliveries')
@@ -289,4 +352,11 @@ export class WebhookEndpoints {
       .executeTakeFirstOrThrow();
     return (await this.withAttempts([row]))[0];
   }
+}
+
+function webhooksDisabled(projectId: string) {
+  return new ApiError(
+    'webhooks_disabled',
+    `Webhooks are switched off for this project: turn them on with PATCH /v1/admin/projects/${projectId} {"webhooksEnabled": true} (CLI: svc projects update --project ${projectId} --webhooks).`,
+  );
 }

@@ -1,9 +1,11 @@
 import type { WebhookEvent } from '@svc/protocol';
+import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
 import type { Clock } from '../clock.ts';
 import type { DomainEvent } from '../events.ts';
 import { newId } from '../ids.ts';
 import type { Store } from '../storage/db.ts';
+import { unavailableDependency } from '../unavailable.ts';
 import type { WebhookMetrics } from './metrics.ts';
 import type { WebhookDeliveriesTable } from './tables.ts';
 
@@ -126,5 +128,96 @@ export class Outbox {
     this.metrics.enqueued.inc({ type: event.type });
     this.onEnqueued();
     return { eventId: id, deliveryIds };
+  }
+}
+
+/** Events a node holds at most while the store is unavailable (the oldest are dropped first). */
+export const MAX_HELD_EVENTS = 10_000;
+const HOLD_RETRY_MS = 1000;
+
+/**
+ * The outbox as the domain events' sink, for store outages: an event whose write finds the store
+ * unavailable is held in this node's memory and written once the store is back, in emission
+ * order (events that come while some are held queue behind them), so the change that raised it
+ * (a join committed in Redis, say) is not refused for want of its webhook. Held events are
+ * bounded ({@link MAX_HELD_EVENTS}, oldest dropped first) and lost if the node stops before the
+ * store is back; both are logged with their count.
+ */
+export class OutboxHold {
+  private queue: DomainEvent[] = [];
+  private timer: NodeJS.Timeout | null = null;
+  private draining: Promise<void> | null = null;
+
+  constructor(
+    private outbox: Outbox,
+    private log: FastifyBaseLogger,
+    private max = MAX_HELD_EVENTS,
+  ) {}
+
+  /** Events held now. */
+  get size() {
+    return this.queue.length;
+  }
+
+  /** Writes the event to the outbox, or holds it while the store is unavailable. */
+  async write(event: DomainEvent): Promise<void> {
+    if (this.queue.length === 0) {
+      try {
+        await this.outbox.write(event);
+        return;
+      } catch (err) {
+        if (!unavailableDependency(err)) throw err;
+      }
+    }
+    this.queue.push(event);
+    if (this.queue.length === 1) this.log.warn('webhook events held: the store is unavailable');
+    if (this.queue.length > this.max) {
+      this.queue.shift();
+      this.log.error({ dropped: 1, held: this.max }, 'webhook event dropped: too many held');
+    }
+    this.schedule();
+  }
+
+  private schedule() {
+    this.timer ??= setTimeout(() => {
+      this.timer = null;
+      void this.drain();
+    }, HOLD_RETRY_MS).unref();
+  }
+
+  /** Writes the held events in order; stops at the first that finds the store still away. */
+  private drain(): Promise<void> {
+    this.draining ??= (async () => {
+      while (this.queue.length > 0) {
+        const event = this.queue[0]!;
+        try {
+          await this.outbox.write(event);
+        } catch (err) {
+          if (unavailableDependency(err)) {
+            this.schedule();
+            return;
+          }
+          this.log.error({ err, type: event.type }, 'held webhook event not written');
+        }
+        if (this.queue[0] === event) this.queue.shift();
+      }
+      this.log.warn('held webhook events written');
+    })().finally(() => {
+      this.draining = null;
+    });
+    return this.draining;
+  }
+
+  /** Tries once more to write what is held; what still is, is lost (and logged). */
+  async close() {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    if (this.queue.length > 0) await this.drain();
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    if (this.queue.length > 0) {
+      this.log.error({ dropped: this.queue.length }, 'held webhook events lost at shutdown');
+      this.queue = [];
+    }
   }
 }

@@ -1,8 +1,8 @@
 import type { FastifyPluginAsync } from 'fastify';
 import type { Services } from '../app.ts';
-import { WebhookEndpoints } from './endpoints.ts';
+import { sealStoredEndpointSecrets, WebhookEndpoints } from './endpoints.ts';
 import { WebhookMetrics } from './metrics.ts';
-import { Outbox } from './outbox.ts';
+import { Outbox, OutboxHold } from './outbox.ts';
 import { webhookAdminRoutes } from './routes.ts';
 import { DeliveryWorker, PENDING } from './worker.ts';
 
@@ -19,7 +19,8 @@ declare module '../app.ts' {
  * delivery worker (started when the app is ready, stopped when it closes).
  */
 export const webhooksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { svc }) => {
-  const { config, store, clock } = svc;
+  const { config, store, clock, sealer } = svc;
+  await sealStoredEndpointSecrets(store, sealer);
   const metrics = new WebhookMetrics(svc.metrics.registry, async () => {
     const row = await store.db
       .selectFrom('webhook_deliveries')
@@ -40,6 +41,7 @@ export const webhooksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
         pollMs: config.webhookPollMs,
         leaseMs: config.webhookLeaseMs,
         allowPrivate: config.webhookAllowPrivate,
+        sealer,
       })
     : null;
   const outbox = new Outbox(store, clock, metrics, config.webhookRetryScheduleMs[0], () =>
@@ -50,12 +52,12 @@ export const webhooksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
     clock,
     projects: svc.projects,
     outbox,
+    sealer,
     allowPrivate: config.webhookAllowPrivate,
   });
   svc.webhooks = { outbox, endpoints, worker };
-  const removeSink = svc.events.addSink(async (event) => {
-    await outbox.write(event);
-  });
+  const hold = new OutboxHold(outbox, app.log.child({ area: 'webhooks' }));
+  const removeSink = svc.events.addSink((event) => hold.write(event));
 
   await app.register(webhookAdminRoutes, {
     prefix: '/v1/admin',
@@ -66,6 +68,7 @@ export const webhooksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
   if (worker) app.addHook('onReady', () => worker.start());
   app.addHook('onClose', async () => {
     removeSink();
+    await hold.close();
     await worker?.stop();
   });
 };

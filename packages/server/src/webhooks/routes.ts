@@ -50,6 +50,7 @@ export const webhookAdminRoutes: FastifyPluginAsyncTypebox<{
     base,
     {
       schema: {
+        summary: "List a project's webhook endpoints",
         tags,
         security,
         params: ProjectParams,
@@ -60,13 +61,22 @@ export const webhookAdminRoutes: FastifyPluginAsyncTypebox<{
   );
   app.get(
     `${base}/:webhookId`,
-    { schema: { tags, security, params: EndpointParams, response: { 200: WebhookEndpoint } } },
+    {
+      schema: {
+        summary: 'Get a webhook endpoint',
+        tags,
+        security,
+        params: EndpointParams,
+        response: { 200: WebhookEndpoint },
+      },
+    },
     async (req) => endpoints.get(req.params.projectId, req.params.webhookId),
   );
   app.patch(
     `${base}/:webhookId`,
     {
       schema: {
+        summary: "Update a webhook endpoint's URL, events, description or switch",
         tags,
         security,
         params: EndpointParams,
@@ -78,7 +88,7 @@ export const webhookAdminRoutes: FastifyPluginAsyncTypebox<{
   );
   app.delete(
     `${base}/:webhookId`,
-    { schema: { tags, security, params: EndpointParams } },
+    { schema: { summary: 'Delete a webhook endpoint', tags, security, params: EndpointParams } },
     async (req, reply) => {
       await endpoints.delete(req.params.projectId, req.params.webhookId);
       return reply.code(204).send();

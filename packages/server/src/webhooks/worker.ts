@@ -3,7 +3,10 @@ import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
 import type { Clock } from '../clock.ts';
 import { newId } from '../ids.ts';
+import type { Sealer } from '../sealing.ts';
 import type { Store } from '../storage/db.ts';
+import { unavailableDependency } from '../unavailable.ts';
+import { openEndpointSecret } from './endpoints.ts';
 import type { WebhookMetrics } from './metrics.ts';
 import { type SendResult, WebhookSender } from './sender.ts';
 import { webhookHeaders } from './signing.ts';
@@ -22,6 +25,8 @@ export interface WorkerOptions {
   pollMs: number;
   leaseMs: number;
   allowPrivate: boolean;
+  /** Opens the endpoints' sealed signing secrets. */
+  sealer: Sealer;
   /** Names this node in attempt records; random by default. */
   nodeId?: string;
 }
@@ -44,6 +49,10 @@ interface AttemptContext {
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
+/** The longest pause between claims after store errors: the worker resumes soon after an outage. */
+const MAX_BACKOFF_MS = 5000;
+/** How often an attempt's result that found the store unavailable is written again. */
+const RECORD_RETRY_MS = 500;
 const ERROR_LIMIT = 500;
 
 /**
@@ -121,8 +130,13 @@ export class DeliveryWorker {
         failures = 0;
       } catch (err) {
         failures++;
-        this.options.log.error({ err }, 'webhook worker: store error');
-        delayMs = Math.min(30_000, 250 * 2 ** Math.min(failures, 7));
+        // A store outage is logged by the app when it starts; here only the first failure.
+        if (!unavailableDependency(err))
+          this.options.log.error({ err }, 'webhook worker: store error');
+        else if (failures === 1)
+          this.options.log.warn({ err }, 'webhook worker: store unavailable');
+        // Back off, but not so far that deliveries wait long once the store is back.
+        delayMs = Math.min(MAX_BACKOFF_MS, 250 * 2 ** Math.min(failures, 7));
       }
       if (!this.running || this.woken) continue;
       await new Promise<void>((resolve) => {
@@ -251,13 +265,14 @@ export class DeliveryWorker {
     if (!check.ok) {
       result = { error: `refused before connecting: ${check.detail}`, latencyMs: 0, refused: true };
     } else {
-      const secrets = [endpoint.secret];
+      const { sealer } = this.options;
+      const secrets = [openEndpointSecret(sealer, delivery.endpoint_id, endpoint.secret)];
       if (
         endpoint.previous_secret &&
         endpoint.previous_secret_expires_at &&
         endpoint.previous_secret_expires_at > iso(startedMs)
       ) {
-        secrets.push(endpoint.previous_secret);
+        secrets.push(openEndpointSecret(sealer, delivery.endpoint_id, endpoint.previous_secret));
       }
       const headers = webhookHeaders(
         secrets,
@@ -274,7 +289,18 @@ export class DeliveryWorker {
       });
       this.options.metrics.attemptDuration.observe(result.latencyMs / 1000);
     }
-    await this.record(delivery, startedMs, result);
+    // The request was sent: its result is worth keeping through a store outage. It is written
+    // once the store is back, while the lease still holds (after that, another node sends again).
+    for (;;) {
+      try {
+        await this.record(delivery, startedMs, result);
+        return;
+      } catch (err) {
+        const leaseEndMs = Date.parse(delivery.lease_until ?? '') || 0;
+        if (!unavailableDependency(err) || !this.running || clock.now() >= leaseEndMs) throw err;
+        await new Promise((resolve) => setTimeout(resolve, RECORD_RETRY_MS));
+      }
+    }
   }
 
   /** Writes the attempt and the delivery's next state. */

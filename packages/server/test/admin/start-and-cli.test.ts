@@ -15,6 +15,7 @@ async function start(dataDir: string) {
   const child = spawn(process.execPath, ['--import', 'tsx', 'packages/server/src/main.ts'], {
     cwd: ROOT,
     env: {
+      SVC_MEDIA: 'off',
       ...process.env,
       DATA_DIR: dataDir,
       PORT: '0',

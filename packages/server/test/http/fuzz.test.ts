@@ -8,7 +8,14 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { CLIENT_REQUEST_TYPES, isErrorCode } from '@svc/protocol';
+import { CLIENT_REQUEST_TYPES, CONTROLLER_REQUEST_TYPES, isErrorCode } from '@svc/protocol';
+import {
+  fillPath,
+  operations,
+  type ResourceIds,
+  sample,
+  validBodies,
+} from '../fixtures/operations.ts';
 import { type NodeProcess, spawnNode } from '../fixtures/spawn-node.ts';
 import {
   BACKENDS,
@@ -19,6 +26,15 @@ import {
   uniqueName,
 } from '../helpers.ts';
 import { RtClient } from '../realtime/rt-helpers.ts';
+
+const ids = (env: Env): ResourceIds => ({
+  projectId: env.spare.id,
+  keyId: env.spare.keyId,
+  webhookId: env.spare.webhookId,
+  linkId: env.linkId,
+  slug: env.slug,
+  roomName: env.roomName,
+});
 
 /** A value sent as raw JSON text (e.g. `1e309`, which JSON.stringify cannot write). */
 class Raw {
@@ -114,42 +130,6 @@ function withValue(base: unknown, at: string[], value: unknown): unknown {
   return copy;
 }
 
-type Schema = {
-  type?: string | string[];
-  properties?: Record<string, Schema>;
-  required?: string[];
-  enum?: unknown[];
-  anyOf?: Schema[];
-  format?: string;
-  minimum?: number;
-};
-
-/** A best-effort valid sample of a schema (for routes without a hand-written body below). */
-function sample(schema: Schema | undefined): unknown {
-  if (!schema) return {};
-  if (schema.enum) return schema.enum[0];
-  if (schema.anyOf) return sample(schema.anyOf[0]);
-  const type = Array.isArray(schema.type) ? schema.type[0] : schema.type;
-  switch (type) {
-    case 'object': {
-      const out: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(schema.properties ?? {})) out[k] = sample(v);
-      return out;
-    }
-    case 'array':
-      return [];
-    case 'integer':
-    case 'number':
-      return schema.minimum ?? 1;
-    case 'boolean':
-      return true;
-    case 'string':
-      return schema.format === 'uri' ? 'https://example.com/x' : 'sample';
-    default:
-      return null;
-  }
-}
-
 interface Env {
   node: NodeProcess;
   adminToken: string;
@@ -237,100 +217,6 @@ async function start(backend: (typeof BACKENDS)[number]): Promise<Env> {
   return partial;
 }
 
-/** Valid bodies, so that each hostile value reaches the route's handler and not only its schema. */
-function validBodies(env: Env): Record<string, unknown> {
-  return {
-    'POST /v1/admin/projects': { name: 'p', products: ['links'] },
-    'PATCH /v1/admin/projects/{projectId}': { name: 'p2', settings: { links: {} } },
-    'POST /v1/admin/projects/{projectId}/keys': {
-      type: 'client',
-      name: 'k',
-      scopes: ['links'],
-      allowedOrigins: ['https://app.example.com'],
-      rateLimitPerMinute: 10,
-    },
-    'PATCH /v1/admin/projects/{projectId}/keys/{keyId}': { name: 'k2', rateLimitPerMinute: 5 },
-    'POST /v1/admin/projects/{projectId}/keys/{keyId}/rotate': { gracePeriodSeconds: 10 },
-    'POST /v1/admin/projects/{projectId}/keys/import-legacy': {
-      key: `svc_${randomBytes(20).toString('hex')}`,
-      name: 'legacy',
-    },
-    'POST /v1/sdk/links': {
-      url: 'https://example.com/x',
-      externalId: 'ext',
-      title: 't',
-      android: { packageName: 'com.example.app', minVersionCode: 3 },
-      data: { a: 'b' },
-    },
-    'PATCH /v1/sdk/links/{linkId}': { title: 't', data: { a: 1 } },
-    'POST /v1/sdk/links/deferred': { platform: 'android' },
-    'POST /v1/sdk/links/events': { slug: env.slug, type: 'open', platform: 'android' },
-    'POST /v1/auth/sms/send': { phoneNumber: '+14155550100' },
-    'POST /v1/verify': { phoneNumber: '+14155550100', code: '123456' },
-    'POST /v1/verify/validate-token': { token: 'x.y.z' },
-    'POST /v1/admin/projects/{projectId}/webhooks': {
-      url: 'http://127.0.0.1:9/a',
-      events: ['room.started'],
-      description: 'd',
-    },
-    'PATCH /v1/admin/projects/{projectId}/webhooks/{webhookId}': { description: 'd2' },
-    'POST /v1/admin/projects/{projectId}/webhooks/{webhookId}/rotate-secret': {
-      overlapSeconds: 60,
-    },
-    'POST /v1/realtime/rooms': {
-      roomName: 'fuzz-created',
-      liveType: 'VIDEO_CONFERENCE',
-      maxParticipants: 10,
-      metadata: 'm',
-    },
-    'POST /v1/realtime/token': {
-      roomName: 'fuzz-room',
-      liveType: 'VIDEO_CONFERENCE',
-      participant: { userId: 'u1', name: 'U', metadata: 'm' },
-      roomMetadata: 'rm',
-    },
-    'POST /v1/realtime/rooms/{roomName}/messages': { message: 'hello' },
-  };
-}
-
-function fillPath(env: Env, route: string) {
-  const values: Record<string, string> = {
-    projectId: env.spare.id,
-    keyId: env.spare.keyId,
-    webhookId: env.spare.webhookId,
-    deliveryId: 'wdl_none',
-    linkId: env.linkId,
-    slug: env.slug,
-    roomName: env.roomName,
-  };
-  return route.replace(/\{(\w+)\}/g, (_m, name: string) => values[name] ?? 'none');
-}
-
-interface Operation {
-  method: string;
-  route: string;
-  query: { name: string }[];
-  pathParams: string[];
-  body?: Schema;
-}
-
-function operations(doc: any): Operation[] {
-  const ops: Operation[] = [];
-  for (const [route, methods] of Object.entries<any>(doc.paths)) {
-    for (const [method, op] of Object.entries<any>(methods)) {
-      const params = (op.parameters ?? []) as { in: string; name: string }[];
-      ops.push({
-        method: method.toUpperCase(),
-        route,
-        query: params.filter((p) => p.in === 'query'),
-        pathParams: params.filter((p) => p.in === 'path').map((p) => p.name),
-        body: op.requestBody?.content?.['application/json']?.schema,
-      });
-    }
-  }
-  return ops;
-}
-
 for (const backend of BACKENDS) {
   describe(`fuzz (${backend.name})`, () => {
     let env: Env;
@@ -367,11 +253,11 @@ for (const backend of BACKENDS) {
       const doc = JSON.parse((await call(env, 'GET', '/openapi.json')).text);
       const ops = operations(doc);
       assert.ok(ops.length >= 40, `only ${ops.length} operations in the OpenAPI document`);
-      const bodies = validBodies(env);
+      const bodies = validBodies(ids(env));
       // Routes that delete are fuzzed through their parameters only, never with a valid id.
       for (const op of ops) {
         const key = `${op.method} ${op.route}`;
-        const url = fillPath(env, op.route);
+        const url = fillPath(ids(env), op.route);
         if (op.body && op.method !== 'DELETE') {
           const base = bodies[key] ?? sample(op.body);
           for (const text of HOSTILE_BODIES)
@@ -380,7 +266,9 @@ for (const backend of BACKENDS) {
           const seen = new Set<string>();
           const paths = [...leafPaths(base), ...leafPaths(sample(op.body))].filter((p) => {
             const k = p.join('.');
-            return seen.has(k) ? false : (seen.add(k), true);
+            if (seen.has(k)) return false;
+            seen.add(k);
+            return true;
           });
           for (const at of paths) {
             for (const value of HOSTILE_VALUES) {
@@ -417,7 +305,7 @@ for (const backend of BACKENDS) {
         for (const name of op.pathParams) {
           for (const value of HOSTILE_PARAMS) {
             const hostile = op.route.replace(`{${name}}`, value);
-            const other = fillPath(env, hostile);
+            const other = fillPath(ids(env), hostile);
             const body = op.body ? toJson(bodies[key] ?? sample(op.body)) : undefined;
             await expectHandled(`${key} {${name}}=${value.slice(0, 30)}`, op.method, other, body);
           }
@@ -443,7 +331,9 @@ for (const backend of BACKENDS) {
         const res = await call(env, 'GET', url);
         assert.equal(res.status, 200, `${url}: ${res.text.slice(0, 300)}`);
       }
-      const redirect = await call(env, 'GET', `/l/${env.slug}`);
+      // The fuzz may have renamed the link (a PATCH of its slug): redirect by its current slug.
+      const link = JSON.parse((await call(env, 'GET', `/v1/sdk/links/${env.linkId}`)).text);
+      const redirect = await call(env, 'GET', `/l/${link.slug}`);
       assert.ok(redirect.status >= 300 && redirect.status < 400, `redirect ${redirect.status}`);
     });
 
@@ -469,7 +359,12 @@ for (const backend of BACKENDS) {
         client.send({ id, type: 'ping' });
         await client.wait((f) => f.type === 'pong' && f.id === id, 10_000);
       };
-      const types = [...CLIENT_REQUEST_TYPES, 'app.fuzz', ...PROTO_NAMES];
+      const types = [
+        ...CLIENT_REQUEST_TYPES,
+        ...CONTROLLER_REQUEST_TYPES,
+        'app.fuzz',
+        ...PROTO_NAMES,
+      ];
       const frames = (type: string) => [
         toJson({ id: 'f', type }),
         toJson({ id: 'f', type, data: null }),

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { buildApp } from '../../src/app.ts';
 import { loadConfig } from '../../src/config.ts';
 
-const config = loadConfig(process.env);
+const config = loadConfig({ SVC_MEDIA: 'off', ...process.env });
 const app = await buildApp({
   config,
   adminToken: process.env.TEST_ADMIN_TOKEN!,

@@ -21,7 +21,7 @@ function startNode(env: Record<string, string>): Promise<Node> {
     ['--import', 'tsx', 'packages/server/test/realtime/node-process.ts'],
     {
       cwd: ROOT,
-      env: { ...process.env, ...env },
+      env: { SVC_MEDIA: 'off', ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'inherit'],
     },
   );

@@ -130,7 +130,7 @@ for (const backend of BACKENDS) {
       const project = await s.admin('GET', `/projects/${s.project.id}`);
       const sender = project.settings.verify.sender;
       assert.equal(sender.authToken, undefined);
-      assert.match(sender.authTokenEncrypted, /^v1\./);
+      assert.match(sender.authTokenEncrypted, /^v2\./);
       assert.ok(!JSON.stringify(project).includes('s3cr3t-token'));
       await setVerifySettings(s, {
         sender: {

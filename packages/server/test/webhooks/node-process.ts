@@ -8,7 +8,7 @@
 import { buildApp } from '../../src/app.ts';
 import { loadConfig } from '../../src/config.ts';
 
-const config = loadConfig(process.env);
+const config = loadConfig({ SVC_MEDIA: 'off', ...process.env });
 const app = await buildApp({
   config,
   adminToken: process.env.SVC_ADMIN_TOKEN!,

@@ -1,0 +1,242 @@
+package dev.svc.android.internal
+
+import dev.svc.android.SvcException
+import dev.svc.android.SvcTrackInfo
+import dev.svc.android.SvcTrackSource
+import kotlinx.coroutines.CoroutineScope
+import kotlinx.coroutines.launch
+import kotlinx.serialization.KSerializer
+import kotlinx.serialization.json.JsonElement
+import kotlinx.serialization.json.JsonObject
+
+/**
+ * The media negotiation of one room connection (docs/realtime-protocol.md §8), shared by every
+ * [MediaEngine]: publish a source (client offer → server answer), subscribe to a track (server offer →
+ * client answer), trickle ICE both ways, and the renegotiation after a full rejoin or an engine restart.
+ * Runs on the client's serial dispatcher ([scope]); engine callbacks are posted there.
+ */
+internal class MediaSession(
+    private val engineProvider: () -> MediaEngine,
+    private val scope: CoroutineScope,
+    private val request: suspend (type: String, data: JsonElement) -> JsonObject,
+    private val onRemoteTrack: (SvcTrackInfo, RemoteTrack) -> Unit,
+) {
+    private class Leg(val peer: MediaPeer) {
+        /** The trackId (publication) or subscriptionId (subscription) once the server named it. */
+        var id: String? = null
+        val pending = ArrayList<IceCandidate?>()
+        var gatheringDone = false
+    }
+
+    private class Publication(val source: SvcTrackSource, val local: LocalTrack, val leg: Leg)
+
+    private class Subscription(val track: SvcTrackInfo, val leg: Leg) {
+        var remote: RemoteTrack? = null
+    }
+
+    private val engine: MediaEngine get() = engineProvider()
+
+    var snapshot: MediaSnapshot? = null
+    private val publications = LinkedHashMap<SvcTrackSource, Publication>()
+    private val subscriptions = LinkedHashMap<String, Subscription>()
+
+    /** The sources the app enabled, with what their capture needs (the MediaProjection result for the screen). */
+    private val enabled = LinkedHashMap<SvcTrackSource, Any?>()
+
+    /** Remote tracks received, by trackId. */
+    fun remoteTrack(trackId: String): RemoteTrack? = subscriptions[trackId]?.remote
+
+    /** The local track of [source], if published. */
+    fun localTrack(source: SvcTrackSource): LocalTrack? = publications[source]?.local
+
+    fun publishedTrackId(source: SvcTrackSource): String? = publications[source]?.leg?.id
+
+    private fun <T> encode(serializer: KSerializer<T>, value: T): JsonElement = WireJson.encodeToJsonElement(serializer, value)
+
+    private fun <T> decode(serializer: KSerializer<T>, ack: JsonObject): T = try {
+        WireJson.decodeFromJsonElement(serializer, ack)
+    } catch (e: kotlinx.serialization.SerializationException) {
+        throw SvcException("invalid_response", "Bad media ack: ${e.message}", cause = e)
+    }
+
+    private fun requireMedia(): MediaSnapshot {
+        val media = snapshot ?: throw SvcException("not_connected", "Not connected to a room")
+        if (!media.available) throw SvcException("media_unavailable", "The server runs without a media engine")
+        return media
+    }
+
+    /** Publishes [source] (once; enabling an enabled source does nothing). */
+    suspend fun enable(source: SvcTrackSource, screenCapture: Any?) {
+        enabled[source] = screenCapture
+        if (source in publications) return
+        try {
+            publish(source, screenCapture)
+        } catch (e: Exception) {
+            enabled.remove(source)
+            throw e
+        }
+    }
+
+    /** Unpublishes [source]. */
+    suspend fun disable(source: SvcTrackSource) {
+        enabled.remove(source)
+        val publication = publications.remove(source) ?: return
+        val id = publication.leg.id
+        try {
+            if (id != null) request("media.unpublish", encode(MediaTrackIdData.serializer(), MediaTrackIdData(id)))
+        } finally {
+            publication.leg.peer.close()
+            publication.local.dispose()
+        }
+    }
+
+    private suspend fun publish(source: SvcTrackSource, screenCapture: Any?) {
+        val media = requireMedia()
+        if (source !in media.permissions.canPublishSources) {
+            throw SvcException("media_not_allowed", "This participant may not publish $source in this room")
+        }
+        val local = engine.createLocalTrack(source, screenCapture)
+        val leg = newLeg(media) { }
+        publications[source] = Publication(source, local, leg)
+        try {
+            leg.peer.addSendOnly(local)
+            val offer = leg.peer.createOffer()
+            val ack =
+                decode(
+                    MediaPublishAck.serializer(),
+                    request("media.publish", encode(MediaPublishData.serializer(), MediaPublishData(source, offer))),
+                )
+            leg.peer.acceptAnswer(ack.sdp)
+            named(leg, ack.trackId)
+        } catch (e: Exception) {
+            if (publications[source]?.leg === leg) publications.remove(source)
+            leg.peer.close()
+            local.dispose()
+            throw e
+        }
+    }
+
+    /** Subscribes to [track] unless already subscribed. */
+    suspend fun subscribe(track: SvcTrackInfo) {
+        val media = requireMedia()
+        if (track.trackId in subscriptions) return
+        val ack =
+            decode(
+                MediaSubscribeAck.serializer(),
+                request("media.subscribe", encode(MediaTrackIdData.serializer(), MediaTrackIdData(track.trackId))),
+            )
+        lateinit var subscription: Subscription
+        val leg = newLeg(media) { remote ->
+            subscription.remote = remote
+            onRemoteTrack(track, remote)
+        }
+        subscription = Subscription(track, leg)
+        subscriptions[track.trackId] = subscription
+        try {
+            val answer = leg.peer.answerOffer(ack.sdp)
+            request("media.answer", encode(MediaAnswerData.serializer(), MediaAnswerData(ack.subscriptionId, answer)))
+            named(leg, ack.subscriptionId)
+        } catch (e: Exception) {
+            subscriptions.remove(track.trackId)
+            leg.peer.close()
+            throw e
+        }
+    }
+
+    private fun newLeg(media: MediaSnapshot, remoteTrack: (RemoteTrack) -> Unit): Leg {
+        lateinit var leg: Leg
+        val peer = engine.createPeer(
+            media.iceServers,
+            object : PeerEvents {
+                override fun onIceCandidate(candidate: IceCandidate?) {
+                    scope.launch { trickle(leg, candidate) }
+                }
+
+                override fun onRemoteTrack(track: RemoteTrack) {
+                    scope.launch { remoteTrack(track) }
+                }
+
+                override fun onFailed() = Unit
+            },
+        )
+        leg = Leg(peer)
+        return leg
+    }
+
+    /** The server named the leg: candidates gathered meanwhile go out now (none may precede the id). */
+    private fun named(leg: Leg, id: String) {
+        leg.id = id
+        val pending = leg.pending.toList()
+        leg.pending.clear()
+        pending.forEach { scope.launch { send(id, it) } }
+    }
+
+    private suspend fun trickle(leg: Leg, candidate: IceCandidate?) {
+        if (candidate == null) {
+            if (leg.gatheringDone) return
+            leg.gatheringDone = true
+        }
+        val id = leg.id
+        if (id == null) leg.pending += candidate else send(id, candidate)
+    }
+
+    private suspend fun send(id: String, candidate: IceCandidate?) {
+        try {
+            request("media.trickle", encode(MediaTrickleData.serializer(), MediaTrickleData(id, candidate)))
+        } catch (_: SvcException) {
+            // The leg ended or the connection dropped; the server's SDP carries its own candidates.
+        }
+    }
+
+    /** A `media.trickle` session frame: a server candidate for one of this client's PeerConnections. */
+    fun onServerCandidate(data: MediaTrickleData) {
+        val leg = publications.values.firstOrNull { it.leg.id == data.id }?.leg
+            ?: subscriptions.values.firstOrNull { it.leg.id == data.id }?.leg
+            ?: return
+        leg.peer.addIceCandidate(data.candidate)
+    }
+
+    /** `media.stopped`: close the subscription to it; an own track lost to an engine restart is published again. */
+    suspend fun onTrackStopped(track: SvcTrackInfo, ownSid: String, engineRestarted: Boolean) {
+        subscriptions.remove(track.trackId)?.leg?.peer?.close()
+        if (track.sid != ownSid) return
+        val publication = publications.values.firstOrNull { it.leg.id == track.trackId } ?: return
+        publications.remove(publication.source)
+        publication.leg.peer.close()
+        publication.local.dispose()
+        if (engineRestarted && publication.source in enabled) publish(publication.source, enabled[publication.source])
+    }
+
+    /**
+     * A new session after a full rejoin (the old one's tracks and subscriptions are gone on the server):
+     * publish every enabled source again; the caller subscribes to the snapshot's tracks.
+     */
+    suspend fun onRejoined() {
+        subscriptions.values.forEach { it.leg.peer.close() }
+        subscriptions.clear()
+        publications.values.forEach {
+            it.leg.peer.close()
+            it.local.dispose()
+        }
+        publications.clear()
+        for ((source, capture) in enabled.toList()) {
+            try {
+                publish(source, capture)
+            } catch (_: SvcException) {
+                enabled.remove(source)
+            }
+        }
+    }
+
+    /** Closes every PeerConnection and capture (leaving the room). */
+    fun close() {
+        subscriptions.values.forEach { it.leg.peer.close() }
+        subscriptions.clear()
+        publications.values.forEach {
+            it.leg.peer.close()
+            it.local.dispose()
+        }
+        publications.clear()
+        enabled.clear()
+    }
+}

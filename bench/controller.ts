@@ -1,0 +1,255 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import readline from 'node:readline';
+import { WebSocket } from 'ws';
+import { fmt, ROOT } from './lib.ts';
+
+/**
+ * Room controller fan-out (issue 22): one room of 200 participants on Svc (embedded default;
+ * also Redis when REDIS_URL is set). Baseline, in the same run and the same room size: every
+ * participant sends 1 plain message per second (`message.send`). Controller load: every
+ * participant raises a hand and answers a poll, then sends 1 reaction per second
+ * (`reaction.send`, fanned out in `reaction.batch` frames). Reports reactions (or messages)
+ * delivered per second and p50/p99 from send to delivery, and the server memory per participant
+ * once every participant holds controller state (hand, vote) against the same room idle.
+ * Targets: ≥ 0.8 × the plain fan-out's throughput, and memory < 2 × 9 KiB per participant.
+ */
+
+/** `BENCH_CONTROLLER_PARTICIPANTS` / `BENCH_CONTROLLER_MEASURE_MS` shrink it for a smoke run. */
+const PARTICIPANTS = Number(process.env.BENCH_CONTROLLER_PARTICIPANTS ?? 200);
+const WARMUP_MS = 2000;
+const MEASURE_MS = Number(process.env.BENCH_CONTROLLER_MEASURE_MS ?? 10_000);
+
+interface Child {
+  port: number;
+  call<T>(msg: Record<string, unknown>): Promise<T>;
+  stop(): Promise<void>;
+}
+
+async function startChild(env: Record<string, string | undefined>): Promise<Child> {
+  const child: ChildProcess = spawn(
+    process.execPath,
+    ['--expose-gc', '--import', 'tsx', 'bench/realtime-server.ts'],
+    { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] },
+  );
+  const lines = readline.createInterface({ input: child.stdout! });
+  const [line] = await once(lines, 'line');
+  const { port } = JSON.parse(String(line)) as { port: number };
+  let nextId = 1;
+  const pending = new Map<number, (v: any) => void>();
+  child.on('message', (m: any) => {
+    pending.get(m.id)?.(m);
+    pending.delete(m.id);
+  });
+  return {
+    port,
+    call: (msg) =>
+      new Promise((resolve) => {
+        const id = nextId++;
+        pending.set(id, resolve);
+        child.send({ ...msg, id });
+      }),
+    async stop() {
+      const exited = once(child, 'exit');
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+/** Opens and joins `count` sockets in `room` (the first holds a host token). */
+async function openRoom(child: Child, room: string, count: number) {
+  const { tokens } = await child.call<{ tokens: string[] }>({
+    cmd: 'tokens',
+    room,
+    count,
+    hostFirst: true,
+  });
+  const sockets: WebSocket[] = [];
+  for (let i = 0; i < tokens.length; i += 50) {
+    const batch = tokens.slice(i, i + 50).map(async (t) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${child.port}/v1/realtime/ws?access_token=${t}`);
+      await once(ws, 'open');
+      const joined = new Promise<void>((resolve) => {
+        const onMessage = (raw: Buffer) => {
+          if (raw.toString().startsWith('{"type":"session.joined"')) {
+            ws.off('message', onMessage);
+            resolve();
+          }
+        };
+        ws.on('message', onMessage);
+      });
+      ws.send('{"id":"join","type":"session.join"}');
+      await joined;
+      return ws;
+    });
+    sockets.push(...(await Promise.all(batch)));
+  }
+  return sockets;
+}
+
+/** Sends a request and resolves with its answer frame. */
+function request(ws: WebSocket, id: string, type: string, data: unknown): Promise<any> {
+  return new Promise((resolve) => {
+    const onMessage = (raw: Buffer) => {
+      const text = raw.toString();
+      if (!text.includes(`"id":"${id}"`)) return;
+      const frame = JSON.parse(text);
+      if ((frame.type === 'ack' || frame.type === 'error') && frame.id === id) {
+        ws.off('message', onMessage);
+        resolve(frame);
+      }
+    };
+    ws.on('message', onMessage);
+    ws.send(JSON.stringify({ id, type, data }));
+  });
+}
+
+interface FanOut {
+  deliveredPerSec: number;
+  p50Ms: number;
+  p99Ms: number;
+}
+
+/** 1 send per participant per second for MEASURE_MS; `kind` picks messages or reactions. */
+async function fanOut(sockets: WebSocket[], kind: 'message' | 'reaction'): Promise<FanOut> {
+  const latencies: number[] = [];
+  let measuring = false;
+  let delivered = 0;
+  // Reactions carry no timestamp of ours: each sender's last send time stands for it.
+  const sentAt = new Map<string, number>();
+  for (const ws of sockets) {
+    ws.on('message', (raw: Buffer) => {
+      if (!measuring) return;
+      const text = raw.toString('latin1');
+      if (kind === 'message') {
+        if (!text.startsWith('{"type":"message.received"')) return;
+        const at = text.indexOf('"message":"');
+        delivered += 1;
+        latencies.push(performance.now() - Number(text.slice(at + 11, text.indexOf('"', at + 11))));
+        return;
+      }
+      if (!text.startsWith('{"type":"reaction.batch"')) return;
+      const now = performance.now();
+      for (const m of text.matchAll(/"userId":"(u\d+)"/g)) {
+        delivered += 1;
+        const t = sentAt.get(m[1]!);
+        if (t !== undefined) latencies.push(now - t);
+      }
+    });
+  }
+  const timers: NodeJS.Timeout[] = [];
+  let id = 0;
+  sockets.forEach((ws, i) => {
+    const start = setTimeout(
+      () => {
+        timers.push(
+          setInterval(() => {
+            id += 1;
+            if (kind === 'message') {
+              ws.send(
+                `{"id":"m${id}","type":"message.send","data":{"message":"${performance.now().toFixed(3)}"}}`,
+              );
+            } else {
+              sentAt.set(`u${i}`, performance.now());
+              ws.send(`{"id":"r${id}","type":"reaction.send","data":{"emoji":"clap"}}`);
+            }
+          }, 1000),
+        );
+      },
+      (i * 1000) / sockets.length,
+    );
+    timers.push(start);
+  });
+  await new Promise((r) => setTimeout(r, WARMUP_MS));
+  measuring = true;
+  const t0 = performance.now();
+  await new Promise((r) => setTimeout(r, MEASURE_MS));
+  measuring = false;
+  const elapsed = performance.now() - t0;
+  for (const t of timers) clearInterval(t);
+  for (const ws of sockets) ws.removeAllListeners('message');
+  latencies.sort((a, b) => a - b);
+  const pct = (p: number) =>
+    latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))] ?? 0;
+  return { deliveredPerSec: (delivered * 1000) / elapsed, p50Ms: pct(0.5), p99Ms: pct(0.99) };
+}
+
+async function memory(child: Child) {
+  return (await child.call<{ memory: NodeJS.MemoryUsage }>({ cmd: 'memory' })).memory;
+}
+
+export async function run(): Promise<string> {
+  const rows: string[] = [];
+  const memRows: string[] = [];
+  const variants: [string, Record<string, string>][] = [
+    ['Svc, in-process state', { REDIS_URL: '', DATABASE_URL: '' }],
+  ];
+  if (process.env.REDIS_URL)
+    variants.push(['Svc, Redis', { REDIS_URL: process.env.REDIS_URL, DATABASE_URL: '' }]);
+  for (const [name, env] of variants) {
+    const svc = await startChild({
+      ...env,
+      SVC_REALTIME_RATE_PER_SEC: '1000',
+      SVC_REALTIME_RATE_BURST: '1000',
+    });
+    try {
+      const before = await memory(svc);
+      const plainRoom = await openRoom(svc, 'plain', PARTICIPANTS);
+      const idle = await memory(svc);
+      const plain = await fanOut(plainRoom, 'message');
+      for (const ws of plainRoom) ws.terminate();
+
+      const sockets = await openRoom(svc, 'controller', PARTICIPANTS);
+      const poll = await request(sockets[0]!, 'p', 'poll.create', {
+        question: 'Bench?',
+        options: ['a', 'b', 'c'],
+      });
+      await Promise.all(sockets.map((ws, i) => request(ws, `h${i}`, 'hand.raise', {})));
+      await Promise.all(
+        sockets.map((ws, i) =>
+          request(ws, `v${i}`, 'poll.respond', { pollId: poll.data.pollId, option: i % 3 }),
+        ),
+      );
+      const withState = await memory(svc);
+      const ctl = await fanOut(sockets, 'reaction');
+      for (const ws of sockets) ws.terminate();
+
+      const ratio = ctl.deliveredPerSec / plain.deliveredPerSec;
+      rows.push(
+        `| ${name}: plain messages (baseline) | ${fmt(plain.deliveredPerSec)} | ${fmt(plain.p50Ms, 1)} | ${fmt(plain.p99Ms, 1)} | 1.00 | — |`,
+        `| ${name}: reactions (hands and votes held) | ${fmt(ctl.deliveredPerSec)} | ${fmt(ctl.p50Ms, 1)} | ${fmt(ctl.p99Ms, 1)} | **${fmt(ratio, 2)}** | ${ratio >= 0.8 ? '✅' : '❌'} |`,
+      );
+      const idlePer = (idle.rss - before.rss) / PARTICIPANTS;
+      // The controller room adds to a node that already served the plain room: compare heaps.
+      const heapIdle =
+        (idle.heapUsed + idle.external - before.heapUsed - before.external) / PARTICIPANTS;
+      const heapCtl =
+        (withState.heapUsed + withState.external - idle.heapUsed - idle.external) / PARTICIPANTS;
+      memRows.push(
+        `| ${name} | ${fmt(idlePer / 1024, 1)} | ${fmt(heapIdle / 1024, 1)} | ${fmt(heapCtl / 1024, 1)} | ${heapCtl < 2 * 9 * 1024 ? '✅' : '❌'} |`,
+      );
+    } finally {
+      await svc.stop();
+    }
+  }
+  return [
+    '## Room controller fan-out',
+    '',
+    `One room, ${PARTICIPANTS} participants, each sending 1 request/s (offered: ${fmt(PARTICIPANTS * PARTICIPANTS)} deliveries/s); ${MEASURE_MS / 1000} s measured after ${WARMUP_MS / 1000} s warm-up. Reactions are batched per node every 100 ms (SVC_REALTIME_REACTION_BATCH_MS), which adds up to 100 ms by design. Target: ≥ 0.8 × the plain fan-out's throughput.`,
+    '',
+    '| Load | delivered/s | p50 ms | p99 ms | vs plain | target |',
+    '|---|---|---|---|---|---|',
+    ...rows,
+    '',
+    `Memory per participant (server, after GC): RSS and heap+external of the joined room, and the heap+external a second room of ${PARTICIPANTS} adds once each participant has a raised hand and a poll answer. Target: < 2 × 9 KiB.`,
+    '',
+    '| Server | idle RSS KiB/participant | idle heap KiB/participant | with controller state, heap KiB/participant | target |',
+    '|---|---|---|---|---|',
+    ...memRows,
+  ].join('\n');
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  process.stdout.write(`${await run()}\n`);
+}

@@ -1,0 +1,279 @@
+// The test page of the media browser tests: @svc/client bundled for the browser (esbuild), driven
+// by the test through `window.svcm`.
+import { SvcClient, type SvcConfig, SvcError, type SvcRoomOptions } from '../../src/index.ts';
+
+interface Seen {
+  type: string;
+  trackId: string;
+  sid: string;
+  source: string;
+  kind: string;
+  at: number;
+}
+
+const events: Seen[] = [];
+const states: string[] = [];
+let client: SvcClient | null = null;
+let lastSocket: WebSocket | null = null;
+const attached = new Map<unknown, HTMLMediaElement>();
+
+async function attempt<T>(fn: () => Promise<T>) {
+  try {
+    return { ok: true as const, value: await fn() };
+  } catch (err) {
+    return {
+      ok: false as const,
+      code: err instanceof SvcError ? err.code : String(err),
+      message: String(err),
+    };
+  }
+}
+
+const svcm = {
+  events,
+  states,
+  async connect(config: SvcConfig, options: SvcRoomOptions, relay = false) {
+    client = new SvcClient(config, {
+      iceTransportPolicy: relay ? 'relay' : 'all',
+      webSocketFactory: (url) => {
+        lastSocket = new WebSocket(url);
+        return lastSocket as never;
+      },
+    });
+    client.connectionState.subscribe((s) => states.push(String(s)));
+    const record =
+      (type: string) =>
+      (_p: unknown, t: { trackId: string; sid: string; source: string; kind: string }) =>
+        events.push({
+          type,
+          trackId: t.trackId,
+          sid: t.sid,
+          source: t.source,
+          kind: t.kind,
+          at: performance.now(),
+        });
+    client.onMediaStarted = record('started');
+    client.onMediaStopped = record('stopped');
+    client.onMediaMuted = (p, t) => record(t.muted ? 'muted' : 'unmuted')(p, t);
+    return attempt(async () => (await client!.connect(options)).localParticipant.sid);
+  },
+  enable(source: 'camera' | 'microphone' | 'screen') {
+    const c = client!;
+    return attempt(() =>
+      source === 'camera'
+        ? c.enableCamera()
+        : source === 'microphone'
+          ? c.enableMicrophone()
+          : c.enableScreenShare(),
+    );
+  },
+  disable(source: 'camera' | 'microphone' | 'screen') {
+    const c = client!;
+    return attempt(() =>
+      source === 'camera'
+        ? c.disableCamera()
+        : source === 'microphone'
+          ? c.disableMicrophone()
+          : c.disableScreenShare(),
+    );
+  },
+  /** Resolves once every local track's media is flowing to the SFU. */
+  async sending() {
+    for (const t of client?.room?.localTracks ?? []) await sending(t);
+  },
+  /** Closes the signaling socket abnormally (a drop): the client resumes by itself. */
+  dropSocket() {
+    lastSocket?.close(3000, 'test drop');
+  },
+  async disconnect() {
+    await client?.disconnect();
+  },
+  /** Decoding state of every remote track (attaching each to an element so audio is rendered). */
+  async remote() {
+    const out = [];
+    for (const t of client?.room?.remoteTracks ?? []) {
+      const track = t.mediaStreamTrack as unknown as MediaStreamTrack | null;
+      if (track && !attached.has(track)) {
+        const el = document.createElement(track.kind === 'video' ? 'video' : 'audio');
+        el.autoplay = true;
+        el.srcObject = new MediaStream([track]);
+        document.body.append(el);
+        void el.play().catch(() => {});
+        attached.set(track, el);
+      }
+      let framesDecoded = 0;
+      let samples = 0;
+      let width = 0;
+      let candidateType = '';
+      let packets = 0;
+      const stats = await t.getStats();
+      for (const r of stats.values()) {
+        if (r.type === 'candidate-pair' && r.nominated && r.state === 'succeeded') {
+          candidateType = String(stats.get(String(r.localCandidateId))?.candidateType ?? '');
+        }
+        if (r.type !== 'inbound-rtp') continue;
+        framesDecoded += Number(r.framesDecoded ?? 0);
+        packets += Number(r.packetsReceived ?? 0);
+        samples += Number(r.totalSamplesReceived ?? 0);
+        width = Math.max(width, Number(r.frameWidth ?? 0));
+      }
+      out.push({
+        ...t.info,
+        framesDecoded,
+        samples,
+        packets,
+        width,
+        candidateType,
+        hasTrack: !!track,
+      });
+    }
+    return out;
+  },
+};
+
+/**
+ * A bare Janus client (the baseline of `npm run bench -- media`): the same browser talking to
+ * Janus's WebSocket API directly, as the recorded probe did.
+ */
+function janusSocket(url: string) {
+  const ws = new WebSocket(url, 'janus-protocol');
+  const waiting = new Map<string, (m: any) => void>();
+  let n = 0;
+  ws.onmessage = (ev) => {
+    const m = JSON.parse(String(ev.data));
+    if (m.janus === 'ack' && !m.jsep) return;
+    const done = waiting.get(m.transaction);
+    if (done) {
+      waiting.delete(m.transaction);
+      done(m);
+    }
+  };
+  const opened = new Promise<void>((resolve) => {
+    ws.onopen = () => resolve();
+  });
+  const call = async (body: Record<string, unknown>) => {
+    await opened;
+    const transaction = `t${++n}`;
+    const answer = new Promise<any>((resolve) => waiting.set(transaction, resolve));
+    ws.send(JSON.stringify({ ...body, transaction }));
+    return answer;
+  };
+  return { ws, call };
+}
+
+const raw = {
+  pcs: [] as RTCPeerConnection[],
+  /** Publishes the fake camera into a new Janus room; resolves with {room, feed}. */
+  async publish(url: string) {
+    const j = janusSocket(url);
+    const session = (await j.call({ janus: 'create' })).data.id;
+    const handle = (
+      await j.call({ janus: 'attach', session_id: session, plugin: 'janus.plugin.videoroom' })
+    ).data.id;
+    const msg = (body: object, jsep?: object) =>
+      j.call({
+        janus: 'message',
+        session_id: session,
+        handle_id: handle,
+        body,
+        ...(jsep ? { jsep } : {}),
+      });
+    const room = (await msg({ request: 'create', videocodec: 'vp8,h264,vp9', publishers: 10 }))
+      .plugindata.data.room;
+    const feed = (await msg({ request: 'join', ptype: 'publisher', room })).plugindata.data.id;
+    const stream = await navigator.mediaDevices.getUserMedia({ video: true });
+    const pc = new RTCPeerConnection();
+    raw.pcs.push(pc);
+    pc.addTransceiver(stream.getTracks()[0]!, { direction: 'sendonly' });
+    const offer = await pc.createOffer();
+    await pc.setLocalDescription(offer);
+    const res = await msg({ request: 'publish' }, { type: 'offer', sdp: offer.sdp });
+    await pc.setRemoteDescription(res.jsep);
+    setInterval(() => j.call({ janus: 'keepalive', session_id: session }), 20_000);
+    await sending(pc);
+    return { room, feed };
+  },
+  /** Subscribes to `feed`; resolves with ms from the start to the first decoded frame. */
+  async firstFrame(url: string, room: number, feed: number) {
+    const t0 = performance.now();
+    const j = janusSocket(url);
+    const session = (await j.call({ janus: 'create' })).data.id;
+    const handle = (
+      await j.call({ janus: 'attach', session_id: session, plugin: 'janus.plugin.videoroom' })
+    ).data.id;
+    const res = await j.call({
+      janus: 'message',
+      session_id: session,
+      handle_id: handle,
+      body: { request: 'join', ptype: 'subscriber', room, streams: [{ feed }] },
+    });
+    const pc = new RTCPeerConnection();
+    raw.pcs.push(pc);
+    const track = new Promise<MediaStreamTrack>((resolve) => {
+      pc.ontrack = (ev) => resolve(ev.track);
+    });
+    await pc.setRemoteDescription(res.jsep);
+    const answer = await pc.createAnswer();
+    await pc.setLocalDescription(answer);
+    await j.call({
+      janus: 'message',
+      session_id: session,
+      handle_id: handle,
+      body: { request: 'start' },
+      jsep: { type: 'answer', sdp: answer.sdp },
+    });
+    await track;
+    await firstDecoded(pc);
+    const ms = performance.now() - t0;
+    pc.close();
+    j.ws.close();
+    return ms;
+  },
+};
+
+/** Resolves once `pc` has sent a video frame (the publisher's media reaches the SFU). */
+async function sending(pc: {
+  getStats(): Promise<Map<string, Record<string, unknown>> | RTCStatsReport>;
+}) {
+  for (;;) {
+    const stats = await pc.getStats();
+    for (const r of (stats as Map<string, Record<string, unknown>>).values()) {
+      if (r.type === 'outbound-rtp' && Number(r.framesSent ?? 0) > 0) return;
+    }
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+async function firstDecoded(pc: {
+  getStats(): Promise<Map<string, Record<string, unknown>> | RTCStatsReport>;
+}) {
+  for (;;) {
+    const stats = await pc.getStats();
+    for (const r of (stats as Map<string, Record<string, unknown>>).values()) {
+      if (r.type === 'inbound-rtp' && Number(r.framesDecoded ?? 0) > 0) return;
+    }
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/** Svc: ms from connect() to the first decoded frame of a remote camera. */
+async function svcFirstFrame(config: SvcConfig, options: SvcRoomOptions) {
+  const t0 = performance.now();
+  const c = new SvcClient(config);
+  const room = await c.connect(options);
+  for (;;) {
+    const t = room.remoteTracks.find((x) => x.info.kind === 'video' && x.mediaStreamTrack);
+    if (t) {
+      await firstDecoded(t);
+      break;
+    }
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  const ms = performance.now() - t0;
+  await c.disconnect();
+  return ms;
+}
+
+(window as unknown as { svcm: typeof svcm }).svcm = svcm;
+(window as unknown as { raw: typeof raw }).raw = raw;
+(window as unknown as { svcFirstFrame: typeof svcFirstFrame }).svcFirstFrame = svcFirstFrame;

@@ -1,0 +1,142 @@
+import { MAX_BREAKOUT_ROOMS } from '@svc/protocol';
+import { newId } from '../../ids.ts';
+import { type CommandContext, type CommandGroup, refuse } from './command.ts';
+import { type BreakoutEntry, isAdmin } from './state.ts';
+
+const adminsOf = (ctx: Pick<CommandContext, 'ctl'>) => [
+  ...(ctx.ctl.hostUserId ? [ctx.ctl.hostUserId] : []),
+  ...ctx.ctl.coHosts,
+];
+
+/** Everyone a breakout room admits: its assigned users and the main room's host and co-hosts. */
+function allowedIn(ctx: Pick<CommandContext, 'ctl'>, b: BreakoutEntry) {
+  return [...new Set([...b.userIds, ...adminsOf(ctx)])];
+}
+
+/** Tells every breakout room (its participants are there, not in the main room). */
+function toBreakouts(ctx: CommandContext, rooms: BreakoutEntry[], type: string, data: unknown) {
+  ctx.after(async () => {
+    await Promise.all(rooms.map((b) => ctx.rooms.appendEvent(b.rid, type, data)));
+  });
+}
+
+/**
+ * Breakout rooms: real rooms linked to the main room (`<main>.br-<n>`). Hosts and co-hosts create,
+ * assign, move, broadcast and close them. A participant may join only the breakout room it is
+ * assigned to; the main room's host and co-hosts may join any (and are co-hosts there). A move is
+ * an event for the moved user's client, which switches rooms; closing starts a countdown
+ * (`breakout.closing` in the main room and the breakout rooms), after which the breakout rooms are
+ * deleted and their participants return to the main room.
+ */
+export const breakoutCommands: CommandGroup = {
+  'breakout.create': {
+    kind: 'locked',
+    who: 'admin',
+    async run(ctx, { name, userIds }) {
+      if (ctx.ctl.breakouts.length >= MAX_BREAKOUT_ROOMS) return refuse('limit_reached');
+      if (ctx.ctl.breakoutOf)
+        return refuse('invalid_target', 'A breakout room has no breakout rooms.');
+      const id = newId('br', ctx.now);
+      const roomName = `${ctx.room.roomName.slice(0, 96)}.br-${id.slice(-10).toLowerCase()}`;
+      const assigned = [...new Set(userIds)];
+      for (const b of ctx.ctl.breakouts) b.userIds = b.userIds.filter((u) => !assigned.includes(u));
+      const entry: BreakoutEntry = {
+        id,
+        name,
+        roomName,
+        userIds: assigned,
+        closesAt: null,
+        rid: '',
+      };
+      entry.rid = await ctx.rooms.openBreakout(
+        ctx.room,
+        roomName,
+        id,
+        allowedIn(ctx, entry),
+        adminsOf(ctx),
+      );
+      ctx.ctl.breakouts.push(entry);
+      const { rid: _, ...breakout } = entry;
+      ctx.emit('breakout.created', { breakout });
+      return { ack: { breakoutId: id, roomName } };
+    },
+  },
+  'breakout.move': {
+    kind: 'locked',
+    who: 'admin',
+    async run(ctx, { userId, breakoutId }) {
+      const target =
+        breakoutId === null ? null : ctx.ctl.breakouts.find((b) => b.id === breakoutId);
+      if (target === undefined) return refuse('breakout_not_found');
+      for (const b of ctx.ctl.breakouts) b.userIds = b.userIds.filter((u) => u !== userId);
+      if (target) {
+        target.userIds.push(userId);
+        // Before the event goes out: the moved client joins as soon as it hears of the move.
+        await ctx.rooms.setBreakoutAllowed(target.rid, allowedIn(ctx, target), adminsOf(ctx));
+      }
+      const data = {
+        userId,
+        breakoutId,
+        roomName: target ? target.roomName : ctx.room.roomName,
+        by: ctx.claims.userId,
+      };
+      ctx.emit('breakout.moved', data);
+      toBreakouts(ctx, ctx.ctl.breakouts, 'breakout.moved', data);
+      return {};
+    },
+  },
+  'breakout.join': {
+    kind: 'locked',
+    who: 'anyone',
+    readOnly: true,
+    run(ctx, { breakoutId }) {
+      const b = ctx.ctl.breakouts.find((x) => x.id === breakoutId);
+      if (!b) return refuse('breakout_not_found');
+      if (!b.userIds.includes(ctx.claims.userId) && !isAdmin(ctx.ctl, ctx.claims.userId)) {
+        return refuse('breakout_not_assigned');
+      }
+      return { ack: { roomName: b.roomName } };
+    },
+  },
+  'breakout.close': {
+    kind: 'locked',
+    who: 'admin',
+    run(ctx, { breakoutId, countdownMs }) {
+      const closing = breakoutId
+        ? ctx.ctl.breakouts.filter((b) => b.id === breakoutId)
+        : ctx.ctl.breakouts.filter((b) => b.closesAt === null);
+      if (breakoutId && closing.length === 0) return refuse('breakout_not_found');
+      if (closing.length === 0) return {};
+      const closesAt = ctx.now + (countdownMs ?? ctx.cfg.breakoutCountdownMs);
+      for (const b of closing) b.closesAt = closesAt;
+      const data = { breakoutIds: closing.map((b) => b.id), closesAt };
+      ctx.emit('breakout.closing', data);
+      toBreakouts(ctx, closing, 'breakout.closing', data);
+      return { ack: { closesAt } };
+    },
+  },
+  'breakout.broadcast': {
+    kind: 'locked',
+    who: 'admin',
+    run(ctx, { message }) {
+      const data = { message, from: { userId: ctx.claims.userId, name: ctx.claims.name } };
+      ctx.emit('breakout.broadcast', data);
+      toBreakouts(ctx, ctx.ctl.breakouts, 'breakout.broadcast', data);
+      return {};
+    },
+  },
+};
+
+/** Closes the breakout rooms whose countdown is over (called by the sweeper, under the lock). */
+export function closeDueBreakouts(
+  ctx: Pick<CommandContext, 'ctl' | 'now' | 'emit' | 'after' | 'room' | 'rooms'>,
+) {
+  const due = ctx.ctl.breakouts.filter((b) => b.closesAt !== null && b.closesAt <= ctx.now);
+  if (due.length === 0) return;
+  ctx.ctl.breakouts = ctx.ctl.breakouts.filter((b) => !due.includes(b));
+  ctx.emit('breakout.closed', { breakoutIds: due.map((b) => b.id) });
+  const projectId = ctx.room.projectId;
+  ctx.after(async () => {
+    for (const b of due) await ctx.rooms.deleteRoom(projectId, b.roomName).catch(() => {});
+  });
+}

@@ -1,0 +1,21 @@
+import fs from 'node:fs';
+
+/**
+ * Makes `dir` (and any missing parents) and restricts it to its owner (0700): the data folder
+ * holds the database, the admin token and the server secret.
+ */
+export function makePrivateDir(dir: string) {
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  fs.chmodSync(dir, 0o700);
+}
+
+/** Restricts each existing file of `files` to its owner (0600); missing ones are skipped. */
+export function restrictFiles(...files: string[]) {
+  for (const file of files) {
+    try {
+      fs.chmodSync(file, 0o600);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+  }
+}

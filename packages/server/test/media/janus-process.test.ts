@@ -1,0 +1,58 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { createServer } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { loadMediaConfig } from '../../src/media/config.ts';
+import { JanusSocket } from '../../src/media/janus-client.ts';
+import { JanusProcess } from '../../src/media/janus-process.ts';
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const srv = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+
+async function accepting(url: string) {
+  for (let i = 0; ; i++) {
+    const s = new JanusSocket(url);
+    try {
+      await s.open();
+      s.close();
+      return;
+    } catch (err) {
+      if (i > 200) throw err;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+}
+
+test('a Janus left running by a server that was killed is ended by the next start', {
+  skip: fs.existsSync('/usr/bin/janus') ? false : 'needs Janus',
+}, async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svcm-orphan-'));
+  const env = {
+    SVC_JANUS_WS_PORT: String(await freePort()),
+    SVC_JANUS_ADMIN_PORT: String(await freePort()),
+    SVC_MEDIA_RTP_PORTS: '40100-40150',
+    PATH: process.env.PATH,
+  };
+  const cfg = loadMediaConfig(env, dir);
+  const first = new JanusProcess(cfg, 'secret');
+  first.start();
+  await accepting(first.wsUrl);
+  const orphan = (first as unknown as { child: import('node:child_process').ChildProcess }).child;
+  // The first server "dies": nothing supervises its Janus any more.
+  (first as unknown as { stopping: boolean }).stopping = true;
+  const exited = new Promise((resolve) => orphan.once('exit', resolve));
+  const second = new JanusProcess(cfg, 'secret');
+  second.start();
+  assert.equal(await exited, null, 'the orphan was killed');
+  await accepting(second.wsUrl);
+  assert.notEqual(second.pid, orphan.pid);
+  await second.stop();
+  fs.rmSync(dir, { recursive: true, force: true });
+});

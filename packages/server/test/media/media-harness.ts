@@ -1,0 +1,170 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { JanusSocket } from '../../src/media/janus-client.ts';
+
+/** True when this machine can run the media end-to-end tests (root, ip netns, Janus). */
+export function mediaTestsPossible(): string | null {
+  if (process.getuid?.() !== 0) return 'needs root (ip netns)';
+  if (!fs.existsSync('/usr/bin/janus')) return 'needs Janus (apt-get install janus)';
+  try {
+    execFileSync('ip', ['netns', 'list'], { stdio: 'ignore' });
+  } catch {
+    return 'needs ip netns';
+  }
+  return null;
+}
+
+const ip = (...args: string[]) => execFileSync('ip', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+
+/**
+ * A network namespace for Janus, joined to the root namespace by a veth pair on 10.77.<subnet>.0/24:
+ * the root side (server, browsers) is .1, Janus's side is .2. Janus can reach nothing else, so
+ * all media crosses the veth. Names start with `svcm` and are unique per test file (`tag`).
+ */
+export interface MediaNetwork {
+  ns: string;
+  hostIp: string;
+  janusIp: string;
+  /** A program that runs Janus inside the namespace (SVC_JANUS_BINARY). */
+  janusWrapper: string;
+  dir: string;
+  down(): void;
+}
+
+export function mediaNetwork(tag: string, subnet: number): MediaNetwork {
+  if (!/^[a-z0-9]{1,6}$/.test(tag)) throw new Error('tag: 1–6 of [a-z0-9]');
+  const ns = `svcm${tag}`;
+  const hostIf = `${ns}a`;
+  const nsIf = `${ns}b`;
+  const hostIp = `10.77.${subnet}.1`;
+  const janusIp = `10.77.${subnet}.2`;
+  const teardown = () => {
+    try {
+      ip('netns', 'del', ns);
+    } catch {}
+    try {
+      ip('link', 'del', hostIf);
+    } catch {}
+  };
+  teardown(); // a previous run that crashed
+  ip('netns', 'add', ns);
+  ip('link', 'add', hostIf, 'type', 'veth', 'peer', 'name', nsIf);
+  ip('link', 'set', nsIf, 'netns', ns);
+  ip('addr', 'add', `${hostIp}/24`, 'dev', hostIf);
+  ip('link', 'set', hostIf, 'up');
+  ip('-n', ns, 'addr', 'add', `${janusIp}/24`, 'dev', nsIf);
+  ip('-n', ns, 'link', 'set', 'lo', 'up');
+  ip('-n', ns, 'link', 'set', nsIf, 'up');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `${ns}-`));
+  const janusWrapper = path.join(dir, 'janus-in-ns.sh');
+  // `ip netns exec` execs in place: the child's pid is Janus's own.
+  fs.writeFileSync(janusWrapper, `#!/bin/sh\nexec ip netns exec ${ns} /usr/bin/janus "$@"\n`, {
+    mode: 0o755,
+  });
+  return {
+    ns,
+    hostIp,
+    janusIp,
+    janusWrapper,
+    dir,
+    down() {
+      teardown();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export const ADMIN_SECRET = 'svcm-admin-secret';
+
+/** Server environment for media in `net` (embedded Janus in the namespace). */
+export function mediaEnv(net: MediaNetwork, extra: Record<string, string> = {}) {
+  return {
+    SVC_MEDIA: 'auto',
+    SVC_JANUS_BINARY: net.janusWrapper,
+    SVC_MEDIA_INTERFACE: net.janusIp,
+    SVC_JANUS_ADMIN_SECRET: ADMIN_SECRET,
+    SVC_MEDIA_RTP_PORTS: '20000-20400',
+    SVC_JANUS_RESTART_MAX_DELAY_MS: '500',
+    DATA_DIR: path.join(net.dir, 'data'),
+    ...extra,
+  };
+}
+
+/** Every handle Janus holds, over its admin API (what tests count back to zero). */
+export async function janusHandles(net: MediaNetwork, adminPort = 7188): Promise<number> {
+  const admin = new JanusSocket(`ws://${net.janusIp}:${adminPort}`, 'janus-admin-protocol');
+  await admin.open();
+  try {
+    const res = await admin.request({ janus: 'list_sessions', admin_secret: ADMIN_SECRET });
+    let total = 0;
+    for (const sessionId of res.sessions as number[]) {
+      const h = await admin.request({
+        janus: 'list_handles',
+        session_id: sessionId,
+        admin_secret: ADMIN_SECRET,
+      });
+      total += (h.handles as number[]).length;
+    }
+    return total;
+  } finally {
+    admin.close();
+  }
+}
+
+/**
+ * A syntactically complete single-track offer, as a WebRTC stack would send it. Janus answers
+ * it (it checks ICE and DTLS only when media flows), which is all signaling tests need.
+ */
+export function fakeOffer(kind: 'audio' | 'video', extraMLines = 0) {
+  const m = (k: string, mid: number) =>
+    k === 'audio'
+      ? [
+          `m=audio 9 UDP/TLS/RTP/SAVPF 111`,
+          'c=IN IP4 0.0.0.0',
+          'a=rtcp:9 IN IP4 0.0.0.0',
+          'a=ice-ufrag:abcd',
+          'a=ice-pwd:abcdefghijklmnopqrstuvwx',
+          'a=ice-options:trickle',
+          'a=fingerprint:sha-256 11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:00',
+          'a=setup:actpass',
+          `a=mid:${mid}`,
+          'a=sendonly',
+          'a=msid:s1 a1',
+          'a=rtcp-mux',
+          'a=rtpmap:111 opus/48000/2',
+          'a=fmtp:111 minptime=10;useinbandfec=1',
+          'a=ssrc:1111 cname:svcm',
+        ]
+      : [
+          `m=video 9 UDP/TLS/RTP/SAVPF 96`,
+          'c=IN IP4 0.0.0.0',
+          'a=rtcp:9 IN IP4 0.0.0.0',
+          'a=ice-ufrag:abcd',
+          'a=ice-pwd:abcdefghijklmnopqrstuvwx',
+          'a=ice-options:trickle',
+          'a=fingerprint:sha-256 11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:00',
+          'a=setup:actpass',
+          `a=mid:${mid}`,
+          'a=sendonly',
+          'a=msid:s1 v1',
+          'a=rtcp-mux',
+          'a=rtcp-rsize',
+          'a=rtpmap:96 VP8/90000',
+          'a=rtcp-fb:96 nack',
+          'a=rtcp-fb:96 nack pli',
+          'a=ssrc:2222 cname:svcm',
+        ];
+  const lines = [
+    'v=0',
+    'o=- 4611731400430051336 2 IN IP4 127.0.0.1',
+    's=-',
+    't=0 0',
+    `a=group:BUNDLE ${Array.from({ length: 1 + extraMLines }, (_, i) => i).join(' ')}`,
+    'a=msid-semantic: WMS s1',
+    ...m(kind, 0),
+  ];
+  for (let i = 1; i <= extraMLines; i++) lines.push(...m(kind === 'audio' ? 'video' : 'audio', i));
+  return `${lines.join('\r\n')}\r\n`;
+}

@@ -4,8 +4,6 @@
  * settings and one link. `LINKS_BENCH_MODE=bare`: a bare Fastify app whose one route answers
  * 302 to a fixed URL, the baseline. Prints `{"port", "path"}` once listening.
  */
-// As the server runs (main.ts); the bare baseline too, so that both run under the same V8 flags.
-import '../packages/server/src/runtime.ts';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';

@@ -251,9 +251,13 @@ export type ResolveLinkQuery = Static<typeof ResolveLinkQuery>;
 
 export const ResolvedLink = Type.Object({ link: Link });
 
+/** The app platforms Links knows: store redirects, association files, deferred matching. */
+export const LINK_APP_PLATFORMS = ['android', 'ios'] as const;
+export type LinkAppPlatform = (typeof LINK_APP_PLATFORMS)[number];
+
 export const DeferredBody = Type.Object(
   {
-    platform: Type.Union([Type.Literal('android'), Type.Literal('ios')]),
+    platform: Type.Union(LINK_APP_PLATFORMS.map((p) => Type.Literal(p))),
     clickId: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
     installReferrer: Type.Optional(
       Type.String({

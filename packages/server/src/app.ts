@@ -17,7 +17,6 @@ import { type Clock, systemClock } from './clock.ts';
 import type { Config } from './config.ts';
 import { DomainEvents } from './events.ts';
 import { installCors } from './http/cors.ts';
-import { FastFront } from './http/front.ts';
 import { findInputFault } from './http/input-check.ts';
 import { lazyChildLoggerFactory, loggerOptions } from './http/logging.ts';
 import { Metrics } from './http/metrics.ts';
@@ -58,8 +57,6 @@ export interface Services {
   events: DomainEvents;
   /** The admin-token check, for an area's own routes under `/v1/admin` (an onRequest hook). */
   adminGuard: onRequestAsyncHookHandler;
-  /** Public GET paths answered from memory ahead of Fastify (the short-link redirect). */
-  front: FastFront;
   /** Optional parts' state for /readyz details (e.g. `media`); they never make it fail. */
   readiness: Map<string, () => object>;
   /** The media area, set by the Realtime plugin (tests read its engine and handles). */
@@ -134,12 +131,6 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   const signingKeys = new SigningKeys(store, clock, config.publicUrl, sealer);
   await signingKeys.init();
   const logsRequests = config.logLevel === 'debug' || config.logLevel === 'trace';
-  const front = new FastFront({
-    trustProxy: config.trustProxy,
-    requestId,
-    metrics,
-    enabled: !logsRequests,
-  });
   const services: Services = {
     config,
     store,
@@ -154,7 +145,6 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     secret,
     sealer,
     adminGuard: adminTokenHook(options.adminToken),
-    front,
     readiness: new Map(),
     media: null,
   };
@@ -178,7 +168,6 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     requestIdHeader: false,
     genReqId: requestId,
     logController: new LogController({ disableRequestLogging: !logsRequests }),
-    serverFactory: front.serverFactory(),
     childLoggerFactory: lazyChildLoggerFactory,
     routerOptions: { maxParamLength: 256 },
     return503OnClosing: true,
@@ -248,10 +237,6 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
       reply.statusCode,
       reply.elapsedTime / 1000,
     );
-    done();
-  });
-  app.addHook('preClose', (done) => {
-    front.close();
     done();
   });
   app.addHook('onClose', async () => {

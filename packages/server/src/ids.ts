@@ -1,6 +1,9 @@
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+/** Random bytes for 256 ids, drawn at once: a CSPRNG call per id cost more than a redirect. */
+const pool = Buffer.alloc(256 * 10);
+let poolAt = pool.length;
 
 /**
  * A time-sortable id with a type prefix (`prj_…`, `key_…`): a ULID (48-bit millisecond time +
@@ -13,7 +16,12 @@ export function newId(prefix: string, nowMs = Date.now()): string {
     time = CROCKFORD[t % 32] + time;
     t = Math.floor(t / 32);
   }
-  const bytes = randomBytes(10);
+  if (poolAt === pool.length) {
+    randomFillSync(pool);
+    poolAt = 0;
+  }
+  const bytes = pool.subarray(poolAt, poolAt + 10);
+  poolAt += 10;
   let rand = '';
   let acc = 0;
   let bits = 0;

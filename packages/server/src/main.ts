@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import './runtime.ts';
 import { bootstrapDefaultProject, resolveAdminToken } from './admin/bootstrap.ts';
 import { buildApp } from './app.ts';
 import { ConfigError, loadConfig } from './config.ts';

@@ -45,12 +45,14 @@ export function uniqueName(prefix: string) {
  */
 export async function freshStore(
   db: Backend['db'],
-): Promise<{ store: Store; schema?: string; drop(): Promise<void> }> {
+): Promise<{ store: Store; schema?: string; file?: string; drop(): Promise<void> }> {
   if (db === 'sqlite') {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-test-'));
-    const store = await openStore({ sqliteFile: path.join(dir, 'svc.sqlite') });
+    const file = path.join(dir, 'svc.sqlite');
+    const store = await openStore({ sqliteFile: file });
     return {
       store,
+      file,
       async drop() {
         await store.close();
         fs.rmSync(dir, { recursive: true, force: true });

@@ -52,15 +52,14 @@ export function disallowOrigin(reply: FastifyReply) {
  * presented has an origin list the origin is not on; then the gate answers 403
  * `origin_not_allowed` without it, so the page cannot read the answer either. The admin API is
  * opened only to `SVC_ADMIN_CORS_ORIGINS`; its preflights from any other origin get a 403.
- * Short-link redirects (the fast front) carry no CORS headers: they are for navigation.
+ * Short-link redirects carry no CORS headers: they are for navigation.
  */
 export function installCors(app: FastifyInstance, options: CorsOptions) {
   const adminOrigins = new Set(options.adminOrigins);
   const mayCall = (url: string, origin: string) => !isAdminPath(url) || adminOrigins.has(origin);
 
   app.addHook('onRequest', (request, reply, done) => {
-    // Short-link redirects carry no CORS headers whichever path answers them (the fast front
-    // never adds any; Fastify answers them when requests are logged one by one).
+    // Short-link redirects carry no CORS headers: they are for navigation.
     if (request.headers.origin !== undefined && !request.url.startsWith('/l/')) {
       reply.header('Vary', 'Origin');
       const origin = browserOrigin(request);

@@ -142,12 +142,4 @@ export class Metrics {
   request(route: string, method: string, statusCode: number, seconds: number) {
     this.http.series(route, method, statusCode).observe(seconds);
   }
-
-  /**
-   * The series one route, method and status count into: a caller that answers the same kind of
-   * request again and again (the server's fast front) keeps it and calls `observe` itself.
-   */
-  series(route: string, method: string, statusCode: number): RequestSeries {
-    return this.http.series(route, method, statusCode);
-  }
 }

@@ -1,233 +1,185 @@
-import { randomBytes } from 'node:crypto';
-import type { FastifyBaseLogger } from 'fastify';
+import type { LinkAppPlatform } from '@svc/protocol';
+import type { Redis } from 'ioredis';
 import type { SharedState } from '../state/index.ts';
-import { unavailableDependency } from '../unavailable.ts';
-import { type Recalled, RecentRing } from './recent.mjs';
+import type { RedisState } from '../state/redis.ts';
 
-/** Candidates a node keeps at most, by default (about 120 bytes each; oldest dropped first). */
-export const MAX_CANDIDATES = 1_000_000;
-/** How long a recall waits for the other nodes' answers before it goes on without them. */
-export const ASK_TIMEOUT_MS = 1000;
+/** Candidates a key keeps at most: its newest. One visitor clicking again and again costs no more. */
+export const CANDIDATES_PER_KEY = 50;
 
-const ASK_CHANNEL = 'links:candidates:ask';
-const replyChannel = (node: string) => `links:candidates:reply:${node}`;
+/** A mobile click that an app's first open may be matched to (deferred deep linking). */
+export interface Candidate {
+  clickId: string;
+  linkId: string;
+  /** The click's time, ms since the epoch. */
+  ms: number;
+}
 
-interface Ask {
-  /** The asking node and its question's number. */
-  node: string;
-  id: number;
+/** A candidate under its key, kept `ttlMs` after its click (the project's match window). */
+export interface CandidateEntry extends Candidate {
   key: string;
-  sinceMs: number;
-  limit: number;
-}
-
-interface Reply {
-  id: number;
-  found: [member: string, ms: number][];
-}
-
-interface Waiting {
-  /** Answers expected: unknown (Infinity) until the question's `publish` has counted the nodes. */
-  expected: number;
-  answers: Reply['found'][];
-  done: () => void;
-}
-
-/** Where a node keeps candidates besides its own ring: a recorder's click writer thread. */
-export interface CandidateSource {
-  /** Writes the recorder's queued clicks (and so keeps their candidates). */
-  flush(): Promise<void>;
-  /** A key's candidates it holds, as {@link RecentRing.recall} answers. */
-  recall(key: string, sinceMs: number, limit: number): Promise<Recalled[]>;
+  ttlMs: number;
 }
 
 /**
- * Deferred-match candidates (a mobile click's click id and link under its fingerprint key, for
- * the project's window), kept in the memory of the node that served the click: a
- * {@link RecentRing} of typed arrays, held by the recorder's click writer thread (or, for a
- * recorder writing in process, by this index). A recall asks every node over the shared state's
- * pub/sub (this one included, through the same path) and merges their answers.
- *
- * Why not in the shared store: clicks come thousands of times more often than app installs.
- * Writing every mobile click into Redis cost Redis about 2 µs of CPU per click (a script per
- * batch, a hash field per visitor), and the redirect's node the batch's transfer; asking every
- * node costs one message and one answer per node, on an install only. A node that starts puts
- * back the candidates of the clicks still inside a window from the click log (the store that
- * every node shares), so a restart or a rolling deploy loses none; a node that stops for good
- * takes its candidates with it until another node starts. Referrer (`unique`) matches read
- * the log, never this.
- *
- * A node is a shared state: one index per state object ({@link CandidateIndex.of}), which every
- * recorder on it shares, as they share its connection (`publish` then counts the nodes that
- * listen, so a recall knows how many answers to wait for). A node that does not answer within
- * {@link ASK_TIMEOUT_MS} is left out.
+ * Where deferred-match candidates live between a click and the app's first open: mobile clicks
+ * under the key of their project, platform and visitor's fingerprint. In process for the
+ * embedded default, in Redis (with a TTL) for a fleet, so that every node sees every node's
+ * clicks. A key keeps its newest {@link CANDIDATES_PER_KEY}; claims are not kept here (the SQL
+ * store's `link_click_claims` decides them).
  */
-export class CandidateIndex {
-  private static byState = new WeakMap<SharedState, CandidateIndex>();
-  private ring: RecentRing;
-  private node = randomBytes(8).toString('hex');
-  private nextId = 1;
-  private waiting = new Map<number, Waiting>();
-  private unsubscribe: (() => Promise<void>)[] = [];
-  /** The recorders attached: their queued clicks are written, then their candidates read. */
-  private sources = new Set<CandidateSource>();
-  private listening: Promise<void> | null = null;
+export interface CandidateStore {
+  /** Adds entries, oldest first; `nowMs` is the clock's time, for what has expired. */
+  add(entries: CandidateEntry[], nowMs: number): Promise<void>;
+  /** The key's candidates with a time of at least `sinceMs`, newest first, at most `limit`. */
+  recall(key: string, sinceMs: number, limit: number): Promise<Candidate[]>;
+}
 
-  /**
-   * The index of the node `state` stands for, made on first use.
-   * @param max candidates kept at most (the first caller's bound holds)
-   * @param timeoutMs how long a recall waits for answers
-   */
-  static of(
-    state: SharedState,
-    log: FastifyBaseLogger,
-    max = MAX_CANDIDATES,
-    timeoutMs = ASK_TIMEOUT_MS,
-  ): CandidateIndex {
-    let index = CandidateIndex.byState.get(state);
-    if (!index) {
-      index = new CandidateIndex(state, log, max, timeoutMs);
-      CandidateIndex.byState.set(state, index);
-    }
-    return index;
-  }
+/** The key of a visitor's candidates in a project, for one app platform. */
+export function candidateKey(projectId: string, platform: LinkAppPlatform, fingerprint: string) {
+  return `links:cand:${projectId}:${platform}:${fingerprint}`;
+}
 
-  private constructor(
-    private state: SharedState,
-    private log: FastifyBaseLogger,
-    max: number,
-    private timeoutMs: number,
-  ) {
-    this.ring = new RecentRing(max);
-  }
+interface Held extends Candidate {
+  expiresMs: number;
+}
 
-  /**
-   * Attaches a recorder: its queued clicks are written before this node answers, so that an
-   * answer covers every click the node has served, and the candidates it holds are part of the
-   * answer. The first one attached starts the node answering questions (its own included);
-   * resolves with a detach, and the last one detached stops it and forgets the candidates.
-   */
-  async attach(source: CandidateSource): Promise<() => Promise<void>> {
-    this.sources.add(source);
-    this.listening ??= Promise.all([
-      this.state.subscribe(ASK_CHANNEL, (message) => void this.answer(message)),
-      this.state.subscribe(replyChannel(this.node), (message) => this.collect(message)),
-    ]).then((unsubscribe) => {
-      this.unsubscribe = unsubscribe;
-    });
-    await this.listening;
-    return async () => {
-      if (!this.sources.delete(source) || this.sources.size > 0) return;
-      await this.listening;
-      this.listening = null;
-      await Promise.all(this.unsubscribe.map((u) => u().catch(() => {})));
-      this.unsubscribe = [];
-      for (const w of this.waiting.values()) w.done();
-      this.ring.clear();
-      CandidateIndex.byState.delete(this.state);
-    };
-  }
+/**
+ * Candidates in this process: a map from key to its candidates (oldest first). Keys are kept
+ * in the order they were last written, so the least recently written go first, both when their
+ * newest candidate has expired and when the store holds more than `max` candidates.
+ */
+export class MemoryCandidateStore implements CandidateStore {
+  private keys = new Map<string, Held[]>();
+  private size = 0;
 
-  /**
-   * Keeps candidates in this index's own ring, as the records {@link RecentRing.remember} takes:
-   * those of a recorder that writes in process, a batch's or, at start, those put back from the
-   * log (oldest first).
-   */
-  remember(records: Uint8Array, nowMs: number) {
-    this.ring.remember(records, nowMs);
-  }
+  /** @param max candidates kept at most (`SVC_LINKS_MAX_CANDIDATES`) */
+  constructor(private max: number) {}
 
-  /**
-   * A key's members whose time is at least `sinceMs`, on every node, newest first (the latest
-   * arrival first among equal times), at most `limit`; a member held by several nodes (put back
-   * from the log by each) once.
-   */
-  async recall(key: string, sinceMs: number, limit: number): Promise<Recalled[]> {
-    const id = this.nextId++;
-    const waiting: Waiting = { expected: Number.POSITIVE_INFINITY, answers: [], done: () => {} };
-    const finished = new Promise<void>((resolve) => {
-      waiting.done = resolve;
-    });
-    this.waiting.set(id, waiting);
-    const timer = setTimeout(() => {
-      this.log.warn(
-        { expected: waiting.expected, answered: waiting.answers.length },
-        'deferred match: some nodes did not answer in time',
-      );
-      waiting.done();
-    }, this.timeoutMs);
-    try {
-      const ask: Ask = { node: this.node, id, key, sinceMs, limit };
-      try {
-        waiting.expected = await this.state.publish(ASK_CHANNEL, JSON.stringify(ask));
-      } catch (err) {
-        if (!unavailableDependency(err)) throw err;
-        // The other nodes cannot be asked: this node's candidates are the answer.
-        this.log.warn({ err }, 'deferred match: shared state unavailable, this node only');
-        waiting.answers = [await this.held(key, sinceMs, limit)];
-        waiting.expected = 1;
+  async add(entries: CandidateEntry[], nowMs: number) {
+    for (const e of entries) {
+      let held = this.keys.get(e.key);
+      if (held === undefined) {
+        held = [];
+      } else {
+        // Written last from now on.
+        this.keys.delete(e.key);
+        // A click put back from `link_clicks` at start may already be here.
+        if (held.some((h) => h.clickId === e.clickId)) {
+          this.keys.set(e.key, held);
+          continue;
+        }
       }
-      if (waiting.answers.length >= waiting.expected) waiting.done();
-      await finished;
-    } finally {
-      clearTimeout(timer);
-      this.waiting.delete(id);
+      this.keys.set(e.key, held);
+      held.push({ clickId: e.clickId, linkId: e.linkId, ms: e.ms, expiresMs: e.ms + e.ttlMs });
+      this.size++;
+      if (held.length > CANDIDATES_PER_KEY) {
+        held.shift();
+        this.size--;
+      }
     }
-    return newestOnce(
-      waiting.answers.map((found) => found.map(([member, ms]) => ({ member, ms }))),
-    ).slice(0, limit);
+    this.forget(nowMs);
   }
 
-  /** Answers another node's question (or this node's own) from this node's candidates. */
-  private async answer(message: string) {
-    try {
-      const ask = JSON.parse(message) as Ask;
-      const found = await this.held(ask.key, ask.sinceMs, ask.limit);
-      const reply: Reply = { id: ask.id, found };
-      await this.state.publish(replyChannel(ask.node), JSON.stringify(reply));
-    } catch (err) {
-      this.log.warn({ err }, 'deferred match: a question could not be answered');
+  async recall(key: string, sinceMs: number, limit: number): Promise<Candidate[]> {
+    const held = this.keys.get(key) ?? [];
+    const found: Candidate[] = [];
+    // Latest arrival first; a stable sort then orders by time.
+    for (let i = held.length - 1; i >= 0; i--) {
+      const h = held[i];
+      if (h.ms >= sinceMs) found.push({ clickId: h.clickId, linkId: h.linkId, ms: h.ms });
     }
+    return found.sort((a, b) => b.ms - a.ms).slice(0, limit);
   }
 
-  /** What this node holds for a key: its ring's and its recorders' (their queued clicks written first). */
-  private async held(key: string, sinceMs: number, limit: number): Promise<Reply['found']> {
-    const sources = [...this.sources];
-    await Promise.all(sources.map((s) => s.flush().catch(() => {})));
-    const held = await Promise.all(
-      sources.map((s) =>
-        s.recall(key, sinceMs, limit).catch((err) => {
-          this.log.warn({ err }, 'deferred match: a recorder could not be asked');
-          return [];
-        }),
-      ),
-    );
-    const found = newestOnce([this.ring.recall(key, sinceMs, limit), ...held]);
-    return found.slice(0, limit).map((r) => [r.member, r.ms]);
-  }
-
-  private collect(message: string) {
-    let reply: Reply;
-    try {
-      reply = JSON.parse(message) as Reply;
-    } catch {
-      this.log.warn('deferred match: an answer that is not JSON was ignored');
-      return;
+  /** Forgets keys whose newest candidate has expired, and the oldest keys beyond the bound. */
+  private forget(nowMs: number) {
+    for (const [key, held] of this.keys) {
+      const expired = held[held.length - 1].expiresMs <= nowMs;
+      if (!expired && this.size <= this.max) break;
+      this.keys.delete(key);
+      this.size -= held.length;
     }
-    const waiting = this.waiting.get(reply?.id);
-    if (!waiting || !Array.isArray(reply.found)) return;
-    waiting.answers.push(
-      reply.found.filter(
-        (e) => Array.isArray(e) && typeof e[0] === 'string' && typeof e[1] === 'number',
-      ),
-    );
-    if (waiting.answers.length >= waiting.expected) waiting.done();
   }
 }
 
-/** Lists of candidates merged: newest first, a member found in several lists once. */
-function newestOnce(lists: Recalled[][]): Recalled[] {
-  const merged = new Map<string, number>();
-  for (const found of lists) for (const r of found) merged.set(r.member, r.ms);
-  return [...merged].map(([member, ms]) => ({ member, ms })).sort((a, b) => b.ms - a.ms);
+/**
+ * `KEYS`: candidate keys; `ARGV[1]`: candidates a key keeps; then per key its TTL (ms), its
+ * count n, and n pairs of score (the click's time) and member (`clickId linkId`).
+ */
+const ADD = `
+local keep = tonumber(ARGV[1])
+local at = 2
+for _, key in ipairs(KEYS) do
+  local ttl = ARGV[at]
+  local n = tonumber(ARGV[at + 1])
+  redis.call('ZADD', key, unpack(ARGV, at + 2, at + 1 + 2 * n))
+  redis.call('ZREMRANGEBYRANK', key, 0, -keep - 1)
+  redis.call('PEXPIRE', key, ttl)
+  at = at + 2 + 2 * n
+end
+`;
+
+type RedisWithAdd = Redis & {
+  svcLinkCandidatesAdd(keys: number, ...args: (string | number)[]): Promise<null>;
+};
+
+/**
+ * Candidates in Redis: a sorted set per key, scored by click time, trimmed to its newest
+ * {@link CANDIDATES_PER_KEY} and expiring a match window after its last write. A batch of
+ * clicks is one script call. Calls follow the shared state's outage policy: while Redis is down
+ * they fail with `DependencyUnavailableError` (503 on HTTP).
+ */
+export class RedisCandidateStore implements CandidateStore {
+  private redis: RedisWithAdd;
+
+  constructor(private state: RedisState) {
+    this.redis = state.redis as RedisWithAdd;
+    this.redis.defineCommand('svcLinkCandidatesAdd', { lua: ADD });
+  }
+
+  async add(entries: CandidateEntry[]) {
+    if (entries.length === 0) return;
+    const byKey = new Map<string, CandidateEntry[]>();
+    for (const e of entries) {
+      const list = byKey.get(e.key);
+      if (list) list.push(e);
+      else byKey.set(e.key, [e]);
+    }
+    const keys: string[] = [];
+    const args: (string | number)[] = [CANDIDATES_PER_KEY];
+    for (const [key, list] of byKey) {
+      // Older ones would be trimmed at once.
+      const kept = list.slice(-CANDIDATES_PER_KEY);
+      keys.push(this.state.key(key));
+      args.push(Math.max(...kept.map((e) => e.ttlMs)), kept.length);
+      for (const e of kept) args.push(e.ms, `${e.clickId} ${e.linkId}`);
+    }
+    await this.state.run(() => this.redis.svcLinkCandidatesAdd(keys.length, ...keys, ...args));
+  }
+
+  async recall(key: string, sinceMs: number, limit: number): Promise<Candidate[]> {
+    const found = await this.state.run((redis) =>
+      redis.zrevrangebyscore(this.state.key(key), '+inf', sinceMs, 'WITHSCORES', 'LIMIT', 0, limit),
+    );
+    const candidates: Candidate[] = [];
+    for (let i = 0; i < found.length; i += 2) {
+      const [clickId, linkId] = found[i].split(' ');
+      candidates.push({ clickId, linkId, ms: Number(found[i + 1]) });
+    }
+    return candidates;
+  }
+}
+
+/** One in-process store per shared state: the apps of one process that share it share these. */
+const inProcess = new WeakMap<SharedState, MemoryCandidateStore>();
+
+/** The candidate store that goes with `state`: Redis's when it is Redis, else in process. */
+export function candidateStoreFor(state: SharedState, max: number): CandidateStore {
+  if (state.kind === 'redis') return new RedisCandidateStore(state as RedisState);
+  let store = inProcess.get(state);
+  if (!store) {
+    store = new MemoryCandidateStore(max);
+    inProcess.set(state, store);
+  }
+  return store;
 }

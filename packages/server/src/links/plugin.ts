@@ -1,10 +1,11 @@
 import { LINK_DEFAULT_DEFERRED_WINDOW_SECONDS } from '@svc/protocol';
 import type { FastifyPluginAsync } from 'fastify';
 import type { Services } from '../app.ts';
-import { fingerprintKey } from './click-batch.mjs';
-import { CLICK_RETENTION_MS } from './click-log.ts';
-import { ClickRecorder } from './clicks.ts';
-import { publicLinkRoutes } from './redirect.ts';
+import { candidateStoreFor } from './candidates.ts';
+import { CLICK_RETENTION_MS, ClickRecorder, fingerprintKey } from './clicks.ts';
+import { LinkEvents } from './events.ts';
+import { DeferredMatcher } from './matching.ts';
+import { publicLinkRoutes, RedirectCache, Redirector } from './redirect.ts';
 import { sdkLinkRoutes } from './routes.ts';
 import { LinkService } from './service.ts';
 import { LinkDirectory, linkSettingsValidator } from './settings.ts';
@@ -16,49 +17,46 @@ const PROJECTS_CHANNEL = 'links:projects';
  * stats), and the public redirect and well-known routes on every link domain.
  */
 export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { svc }) => {
-  const defaultHost = new URL(svc.config.publicUrl).host.toLowerCase();
-  const directory = new LinkDirectory(svc.store, svc.clock, defaultHost);
-  const clicks = new ClickRecorder(
-    svc.store,
-    svc.state,
-    fingerprintKey(svc.secret),
-    app.log,
-    undefined,
-    undefined,
-    svc.config.linksMaxCandidates,
+  const { store, state, clock, config } = svc;
+  const defaultHost = new URL(config.publicUrl).host.toLowerCase();
+  const directory = new LinkDirectory(store, clock, defaultHost);
+  const candidates = candidateStoreFor(state, config.linksMaxCandidates);
+  const clicks = new ClickRecorder(store, candidates, fingerprintKey(svc.secret), app.log);
+  const cache = new RedirectCache(store, state, clock);
+  const links = new LinkService(store, clock, directory, config.publicUrl, (domain, slug) =>
+    cache.changed(domain, slug),
   );
-  const service = new LinkService(
-    svc.store,
-    svc.state,
-    svc.clock,
-    directory,
-    clicks,
-    svc.config.publicUrl,
+  const events = new LinkEvents(store, clock, directory, links, clicks);
+  const matcher = new DeferredMatcher(store, clock, directory, links, events, clicks, candidates);
+  const redirector = new Redirector(cache, directory, clicks, clock, (domain, slug) =>
+    links.shortUrl(domain, slug),
   );
-  svc.projects.registerSettings('links', linkSettingsValidator(svc.store, defaultHost));
+
+  svc.projects.registerSettings('links', linkSettingsValidator(store, defaultHost));
   // A project changed here: drop our cached settings and tell the other nodes to do the same.
   svc.projects.onChange((projectId) => {
     directory.invalidate();
-    service.forgetProject(projectId).catch((err) => app.log.warn({ err }, 'click cleanup failed'));
-    svc.state.publish(PROJECTS_CHANNEL, '').catch((err) => app.log.warn({ err }, 'publish failed'));
+    matcher.forgetProject(projectId).catch((err) => app.log.warn({ err }, 'click cleanup failed'));
+    state.publish(PROJECTS_CHANNEL, '').catch((err) => app.log.warn({ err }, 'publish failed'));
   });
   const unsubscribers = await Promise.all([
-    svc.state.subscribe(PROJECTS_CHANNEL, () => directory.invalidate()),
-    service.listen(),
+    state.subscribe(PROJECTS_CHANNEL, () => directory.invalidate()),
+    cache.listen(),
   ]);
-  // Answer the other nodes' match questions, and put back the candidates of the clicks still
-  // inside a window (served before this node started, here or by a node since stopped).
-  const snapshot = await directory.current();
-  let windowMs = LINK_DEFAULT_DEFERRED_WINDOW_SECONDS * 1000;
-  for (const p of snapshot.projects.values()) {
-    windowMs = Math.max(windowMs, p.settings.deferredWindowSeconds * 1000);
+  // Candidates kept in process are gone after a restart: put back those of the clicks still
+  // inside the longest window of any project. Redis keeps its own.
+  if (state.kind === 'memory') {
+    let windowMs = LINK_DEFAULT_DEFERRED_WINDOW_SECONDS * 1000;
+    for (const p of (await directory.current()).projects.values()) {
+      windowMs = Math.max(windowMs, p.settings.deferredWindowSeconds * 1000);
+    }
+    await clicks.restoreCandidates(clock.now(), windowMs, config.linksMaxCandidates);
   }
-  await clicks.start(svc.clock.now(), windowMs);
   // Raw clicks are kept for the longest referrer window, then pruned (their counts stay).
   const prune = () =>
     clicks
-      .prune(svc.clock.now() - CLICK_RETENTION_MS)
-      .catch((err) => app.log.warn({ err }, 'click log pruning failed'));
+      .prune(clock.now() - CLICK_RETENTION_MS)
+      .catch((err) => app.log.warn({ err }, 'click pruning failed'));
   const pruner = setInterval(prune, 3_600_000).unref();
   await prune();
   app.addHook('onClose', async () => {
@@ -67,6 +65,6 @@ export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { 
     await Promise.all(unsubscribers.map((u) => u().catch(() => {})));
   });
 
-  publicLinkRoutes(app, service, directory, svc.front);
-  await app.register(sdkLinkRoutes, { prefix: '/v1', service });
+  publicLinkRoutes(app, redirector, directory);
+  await app.register(sdkLinkRoutes, { prefix: '/v1', links, events, matcher });
 };

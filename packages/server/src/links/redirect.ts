@@ -1,12 +1,99 @@
-import type { FastifyInstance } from 'fastify';
-import type { FastFront } from '../http/front.ts';
-import { type LinkService, REFERRER_CLICK_ID, type RedirectLink } from './service.ts';
+import type { Link } from '@svc/protocol';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { Clock } from '../clock.ts';
+import { newId } from '../ids.ts';
+import type { SharedState } from '../state/index.ts';
+import { json, type Store } from '../storage/db.ts';
+import type { ClickRecorder } from './clicks.ts';
+import { REFERRER_CLICK_ID } from './matching.ts';
+import { detectPlatform } from './platform.ts';
 import type { LinkDirectory, ResolvedLinkSettings, Snapshot } from './settings.ts';
-import { detectPlatform } from './user-agent.ts';
+import type { LinksTable } from './tables.ts';
 
 const SLUG = /^[A-Za-z0-9_-]{1,64}$/;
+const CACHE_TTL_MS = 10_000;
+const CACHE_MAX_ENTRIES = 10_000;
+const INVALIDATE_CHANNEL = 'links:invalidate';
 /** Apple's path pattern for the short links (components format, iOS 13+). */
 const AASA_COMPONENTS = [{ '/': '/l/*', comment: 'Svc short links' }];
+
+/** A link as the redirect needs it, cached per (domain, slug). */
+export interface RedirectLink {
+  row: LinksTable;
+  android: Link['android'];
+  ios: Link['ios'];
+  utm: Link['utm'];
+  social: Link['social'];
+  expiresAtMs: number | null;
+  /** Where each platform goes, computed once per link and settings snapshot. */
+  targets?: {
+    snapshot: Snapshot;
+    desktop: string;
+    androidFallback: string | null;
+    /** The store URL up to the click id (see {@link androidStorePrefix}). */
+    androidStore: string | null;
+    referrerRest: string;
+    ios: string | null;
+    /** How long a mobile click stays a deferred-match candidate: the project's window. */
+    matchWindowMs: number;
+  };
+}
+
+/**
+ * The links redirects need, by (domain, slug), absences included: kept `CACHE_TTL_MS`, and
+ * dropped on every node when a link changes (over the shared state's pub/sub).
+ */
+export class RedirectCache {
+  private cache = new Map<string, { at: number; link: RedirectLink | null }>();
+
+  constructor(
+    private store: Store,
+    private state: SharedState,
+    private clock: Clock,
+  ) {}
+
+  /** Subscribes to other nodes' link changes; resolves with the unsubscribe function. */
+  listen() {
+    return this.state.subscribe(INVALIDATE_CHANNEL, (key) => this.cache.delete(key));
+  }
+
+  /** Forgets `domain/l/slug` here and on every other node. */
+  async changed(domain: string, slug: string) {
+    const key = `${domain}/${slug}`;
+    this.cache.delete(key);
+    await this.state.publish(INVALIDATE_CHANNEL, key);
+  }
+
+  /** The cached answer for `domain/l/slug`: a link, null (known not to exist), or undefined. */
+  peek(domain: string, slug: string): RedirectLink | null | undefined {
+    const hit = this.cache.get(`${domain}/${slug}`);
+    return hit && this.clock.now() - hit.at < CACHE_TTL_MS ? hit.link : undefined;
+  }
+
+  /** The link behind `domain/l/slug`, read from the store and cached; null when there is none. */
+  async load(domain: string, slug: string): Promise<RedirectLink | null> {
+    const row = await this.store.db
+      .selectFrom('links')
+      .selectAll()
+      .where('domain', '=', domain)
+      .where('slug', '=', slug)
+      .executeTakeFirst();
+    const link: RedirectLink | null = row
+      ? {
+          row,
+          android: row.android === null ? null : json(row.android),
+          ios: row.ios === null ? null : json(row.ios),
+          utm: row.utm === null ? null : json(row.utm),
+          social: row.social === null ? null : json(row.social),
+          expiresAtMs: row.expires_at === null ? null : Date.parse(row.expires_at),
+        }
+      : null;
+    // Evict the oldest insertion (Map keeps insertion order).
+    if (this.cache.size >= CACHE_MAX_ENTRIES) this.cache.delete(this.cache.keys().next().value!);
+    this.cache.set(`${domain}/${slug}`, { at: this.clock.now(), link });
+    return link;
+  }
+}
 
 function escapeHtml(text: string) {
   return text.replace(
@@ -66,7 +153,8 @@ function withUtm(raw: string, utm: RedirectLink['utm']) {
 /**
  * The store URL an Android user without the app goes to, up to and including `referrer=` and the
  * referrer's `svc_click_id=`, URL-encoded: the click id is appended per request, then the rest
- * of the referrer (see {@link referrerRest}).
+ * of the referrer (see {@link referrerRest}). A click id (`clk_` and Crockford base32) reads
+ * the same URL-encoded, so only the parts around it are encoded, once per link.
  */
 function androidStorePrefix(link: RedirectLink, settings: ResolvedLinkSettings): string | null {
   const packageName = link.android?.packageName ?? settings.android[0]?.packageName;
@@ -92,16 +180,6 @@ function referrerRest(link: RedirectLink): string {
   }
   const encoded = utm.toString();
   return encoded ? encodeURIComponent(`&${encoded}`) : '';
-}
-
-/**
- * The Play Install Referrer value is `svc_click_id=<id>&utm_…`, form-encoded, then URL-encoded
- * once more as the `referrer` query value (`referrer=svc_click_id%3Dclk_…%26utm_source%3D…`).
- * A click id is `clk_` and Crockford base32, which URL encoding leaves as it is: the parts
- * around it are encoded once per link, not per click.
- */
-function androidTarget(prefix: string, rest: string, clickId: string): string {
-  return prefix + clickId + rest;
 }
 
 /** Where an iOS user without the app goes: the fallback, else the App Store. */
@@ -132,32 +210,33 @@ function targetsFor(link: RedirectLink, snapshot: Snapshot, directory: LinkDirec
   return link.targets;
 }
 
+/** The page a link-preview bot gets: Open Graph and Twitter Card tags from `social`. */
 function socialPage(link: RedirectLink, shortUrl: string) {
   const title = link.social?.title ?? new URL(link.row.url).host;
   const description = link.social?.description;
-  const tags = [
-    ['og:title', title],
-    ['og:url', shortUrl],
-    ['og:type', 'website'],
-    ...(description ? [['og:description', description]] : []),
-    ...(link.social?.imageUrl ? [['og:image', link.social.imageUrl]] : []),
-  ]
-    .map(([p, c]) => `\n<meta property="${p}" content="${escapeHtml(c)}">`)
-    .join('');
-  const twitter = [
-    ['twitter:card', link.social?.imageUrl ? 'summary_large_image' : 'summary'],
-    ['twitter:title', title],
-    ...(description ? [['twitter:description', description]] : []),
-    ...(link.social?.imageUrl ? [['twitter:image', link.social.imageUrl]] : []),
-  ]
-    .map(([n, c]) => `\n<meta name="${n}" content="${escapeHtml(c)}">`)
-    .join('');
-  const head = `${tags}${twitter}${description ? `\n<meta name="description" content="${escapeHtml(description)}">` : ''}`;
-  return page(
-    title,
-    `<h1>${escapeHtml(title)}</h1>${description ? `<p>${escapeHtml(description)}</p>` : ''}`,
-    head,
-  );
+  const image = link.social?.imageUrl;
+  const meta = (attribute: string, pairs: [string, string | undefined][]) =>
+    pairs
+      .filter(([, content]) => content)
+      .map(([name, content]) => `\n<meta ${attribute}="${name}" content="${escapeHtml(content!)}">`)
+      .join('');
+  const head =
+    meta('property', [
+      ['og:title', title],
+      ['og:url', shortUrl],
+      ['og:type', 'website'],
+      ['og:description', description],
+      ['og:image', image],
+    ]) +
+    meta('name', [
+      ['twitter:card', image ? 'summary_large_image' : 'summary'],
+      ['twitter:title', title],
+      ['twitter:description', description],
+      ['twitter:image', image],
+      ['description', description],
+    ]);
+  const paragraph = description ? `<p>${escapeHtml(description)}</p>` : '';
+  return page(title, `<h1>${escapeHtml(title)}</h1>${paragraph}`, head);
 }
 
 const NOT_FOUND = pageAnswer(
@@ -173,40 +252,48 @@ const EXPIRED = pageAnswer(
 );
 
 /**
- * Decides what `GET /l/{slug}` answers on a link domain, and records the click. Two entries, one
- * decision: {@link answerNow} when everything is cached (the common case, answered without
- * waiting on anything, also from the server's fast front), {@link answer} otherwise.
+ * Decides what `GET /l/{slug}` answers on a link domain, and records the click: one decision
+ * for every request, answered without waiting when the link domains and the link (or its
+ * absence) are cached, which is the common case.
  */
 export class Redirector {
   constructor(
-    private service: LinkService,
+    private cache: RedirectCache,
     private directory: LinkDirectory,
+    private clicks: ClickRecorder,
+    private clock: Clock,
+    /** The short URL of `domain/l/slug` (what a preview card names). */
+    private shortUrl: (domain: string, slug: string) => string,
   ) {}
 
   /**
-   * The answer when the link domains and this link (or its absence) are cached; `undefined`
-   * when something must be loaded first. `slug` must already be a well-formed slug.
+   * The answer to a visit of `host/l/slug`: at once when the link domains and the link (or its
+   * absence) are cached, else a promise of it once they are loaded.
    */
-  answerNow(host: string, slug: string, userAgent: string, ip: string): RedirectAnswer | undefined {
+  answer(
+    host: string,
+    slug: string,
+    userAgent: string,
+    ip: string,
+  ): RedirectAnswer | Promise<RedirectAnswer> {
     const snapshot = this.directory.fresh();
-    if (!snapshot) return undefined;
-    const domain = this.directory.domainIn(snapshot, host);
-    const link = this.service.peek(domain, slug);
-    if (link === undefined) return undefined;
-    return this.decide(snapshot, domain, slug, link, userAgent, ip);
+    const domain = snapshot && this.directory.domainIn(snapshot, host);
+    const link = domain ? this.cache.peek(domain, slug) : undefined;
+    if (snapshot && domain && link !== undefined) {
+      return this.decide(snapshot, domain, slug, link, userAgent, ip);
+    }
+    return this.load(host, slug).then(([loaded, at, found]) =>
+      this.decide(loaded, at, slug, found, userAgent, ip),
+    );
   }
 
-  /** The answer, loading the link domains or the link first when they are not cached. */
-  async answer(host: string, slug: string, userAgent: string, ip: string): Promise<RedirectAnswer> {
-    const snapshot = this.directory.fresh() ?? (await this.directory.current());
+  private async load(host: string, slug: string) {
+    const snapshot = await this.directory.current();
     const domain = this.directory.domainIn(snapshot, host);
-    let link = this.service.peek(domain, slug);
-    if (link === undefined) {
-      // Only a cache miss needs the shape check: a cached slug was checked when it was loaded.
-      if (!SLUG.test(slug)) return NOT_FOUND;
-      link = await this.service.findForRedirect(domain, slug);
-    }
-    return this.decide(snapshot, domain, slug, link, userAgent, ip);
+    // A cached slug was checked when it was loaded; only a miss needs the shape check.
+    let link = this.cache.peek(domain, slug);
+    if (link === undefined) link = SLUG.test(slug) ? await this.cache.load(domain, slug) : null;
+    return [snapshot, domain, link] as const;
   }
 
   private decide(
@@ -218,52 +305,61 @@ export class Redirector {
     ip: string,
   ): RedirectAnswer {
     if (!link) return NOT_FOUND;
-    if (this.service.isExpired(link)) return EXPIRED;
+    const now = this.clock.now();
+    if (link.expiresAtMs !== null && link.expiresAtMs <= now) return EXPIRED;
     const platform = detectPlatform(userAgent);
     // Previews are not clicks: they are answered with the card and not recorded.
-    if (platform === 'bot') {
-      return pageAnswer(200, socialPage(link, this.service.shortUrl(domain, slug)));
-    }
+    if (platform === 'bot') return pageAnswer(200, socialPage(link, this.shortUrl(domain, slug)));
     const targets = targetsFor(link, snapshot, this.directory);
-    const clickId = this.service.recordClick(link, platform, ip, userAgent, targets.matchWindowMs);
+    const clickId = newId('clk', now);
+    this.clicks.record({
+      id: clickId,
+      projectId: link.row.project_id,
+      linkId: link.row.id,
+      platform,
+      ip,
+      userAgent,
+      ms: now,
+      matchWindowMs: targets.matchWindowMs,
+    });
     let location = targets.desktop;
     if (platform === 'android') {
       if (targets.androidFallback) location = targets.androidFallback;
       else if (targets.androidStore)
-        location = androidTarget(targets.androidStore, targets.referrerRest, clickId);
+        location = targets.androidStore + clickId + targets.referrerRest;
     } else if (platform === 'ios' && targets.ios) {
       location = targets.ios;
     }
     return {
       status: 302,
-      headers: {
-        'cache-control': 'private, no-store',
-        'referrer-policy': 'no-referrer',
-        location,
-      },
+      headers: { 'cache-control': 'private, no-store', 'referrer-policy': 'no-referrer', location },
     };
   }
 }
 
+const OBJECT = { type: 'object', additionalProperties: true };
+const htmlPage = (description: string) => ({
+  description,
+  content: { 'text/html': { schema: { type: 'string' } } },
+});
+const jsonBody = (description: string, schema: object) => ({
+  description,
+  content: { 'application/json': { schema } },
+});
+
+function send(reply: FastifyReply, answer: RedirectAnswer) {
+  return reply.code(answer.status).headers(answer.headers).send(answer.body);
+}
+
 /**
  * The public Links routes: `GET /l/{slug}` on any link domain, and the association files Android
- * and iOS fetch to verify App Links / Universal Links for it. Cached redirects are also answered
- * by the server's fast front (see `http/front.ts`), ahead of Fastify's routing.
+ * and iOS fetch to verify App Links / Universal Links for it.
  */
 export function publicLinkRoutes(
   app: FastifyInstance,
-  service: LinkService,
+  redirector: Redirector,
   directory: LinkDirectory,
-  front: FastFront,
 ) {
-  const redirector = new Redirector(service, directory);
-  front.get('/l/', '/l/:slug', (rest, request, client) => {
-    const query = rest.indexOf('?');
-    const slug = query === -1 ? rest : rest.slice(0, query);
-    if (!SLUG.test(slug)) return undefined;
-    const userAgent = request.headers['user-agent'] ?? '';
-    return redirector.answerNow(client.host.toLowerCase(), slug, userAgent, client.ip);
-  });
   app.get<{ Params: { slug: string } }>(
     '/l/:slug',
     {
@@ -272,13 +368,24 @@ export function publicLinkRoutes(
         summary: 'Short-link redirect (public)',
         description:
           'Android → store with the click id in the Play Install Referrer (or fallback); iOS → fallback or App Store; desktop → destination; link-preview bots → HTML with social meta tags. Unknown → 404 page, expired → 410 page.',
+        response: {
+          200: htmlPage('A preview card for link-preview bots (Open Graph, Twitter Card)'),
+          302: { description: 'To the target for the visitor’s platform', type: 'null' },
+          404: htmlPage('No such link'),
+          410: htmlPage('The link has expired'),
+        },
       },
     },
-    async (request, reply) => {
-      const host = request.host.toLowerCase();
+    (request, reply) => {
       const userAgent = request.headers['user-agent'] ?? '';
-      const answer = await redirector.answer(host, request.params.slug, userAgent, request.ip);
-      return reply.code(answer.status).headers(answer.headers).send(answer.body);
+      const host = request.host.toLowerCase();
+      const answer = redirector.answer(host, request.params.slug, userAgent, request.ip);
+      // Not an async function: the usual answer, from the cache, costs no promise.
+      if (!(answer instanceof Promise)) {
+        send(reply, answer);
+        return;
+      }
+      return answer.then((a) => send(reply, a));
     },
   );
 
@@ -293,6 +400,9 @@ export function publicLinkRoutes(
       schema: {
         tags: ['links'],
         summary: 'Android Digital Asset Links for this link domain (public)',
+        response: {
+          200: jsonBody('Digital Asset Links statements', { type: 'array', items: OBJECT }),
+        },
       },
     },
     async (request, reply) => {
@@ -320,6 +430,7 @@ export function publicLinkRoutes(
       schema: {
         tags: ['links'],
         summary: 'Apple App Site Association for this link domain (public)',
+        response: { 200: jsonBody('The applinks of the apps of this domain', OBJECT) },
       },
     },
     async (request, reply) => {

@@ -1,4 +1,4 @@
-import type { Generated } from 'kysely';
+import type { Platform } from './platform.ts';
 
 /** Links tables (see storage/schema.ts for the column conventions). */
 
@@ -24,31 +24,17 @@ export interface LinksTable {
 }
 
 /**
- * Before 0101_link_click_log: one row per redirect. Kept only so that migration can read it;
- * the table no longer exists after it.
+ * Every redirect that recorded a click, written in batches (see clicks.ts). Its id is a ULID
+ * (`clk_…`), so it sorts by time: pruning and the start-up read of recent clicks go by id. The
+ * fingerprint is a keyed hash of IP and user agent, never the raw IP. Pruned after the longest
+ * referrer window; the day counts stay.
  */
 export interface LinkClicksTable {
   id: string;
   project_id: string;
   link_id: string;
-  platform: 'android' | 'ios' | 'desktop' | 'bot';
+  platform: Platform;
   fingerprint: string;
-  created_at: string;
-  claimed_at: string | null;
-}
-
-/**
- * The click log: one row per batch of redirects, its clicks as lines (see click-log.ts for the
- * text's two forms). Every click's id, project, link, platform, fingerprint (a keyed hash of IP
- * and user agent, never the raw IP) and time are here; rows are pruned after the longest
- * referrer window.
- */
-export interface LinkClickLogTable {
-  seq: Generated<number>;
-  /** The earliest and latest click time in the batch, ms (never more than a minute apart). */
-  first_ms: number;
-  last_ms: number;
-  clicks: string;
 }
 
 /** A click matched to an app install: at most one row, and so one install, per click. */
@@ -90,7 +76,6 @@ export interface LinkDevicesTable {
 export type LinksTables = {
   links: LinksTable;
   link_clicks: LinkClicksTable;
-  link_click_log: LinkClickLogTable;
   link_click_claims: LinkClickClaimsTable;
   link_click_days: LinkClickDaysTable;
   link_events: LinkEventsTable;

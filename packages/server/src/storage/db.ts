@@ -28,16 +28,6 @@ export interface Store {
   db: Kysely<Database>;
   dialect: DialectName;
   /**
-   * SQLite only: the better-sqlite3 handle under `db`, for hot paths that write many identical
-   * rows (a statement prepared once, run in one transaction). Everything else goes through `db`.
-   */
-  sqlite?: SQLite.Database;
-  /**
-   * PostgreSQL only: where the store connects, for a worker thread that opens its own connection
-   * (the click writer). Everything else goes through `db`.
-   */
-  postgres?: { url: string; schema?: string; timeoutMs: number };
-  /**
    * Whether the store answers, as this node last saw it (PostgreSQL: set down by a query that
    * timed out or lost its connection, up by the next that succeeds; SQLite: always up).
    */
@@ -98,7 +88,6 @@ async function openSqlite(file: string): Promise<Store> {
   return {
     db,
     dialect: 'sqlite',
-    sqlite: database,
     health: new DependencyHealth('store'),
     ping: async () => {
       await sql`select 1`.execute(db);
@@ -141,7 +130,6 @@ async function openPostgres(url: string, schema: string | undefined, timeoutMs: 
     return {
       db,
       dialect: 'postgres',
-      postgres: { url, schema, timeoutMs },
       health,
       ping: async () => {
         await sql`select 1`.execute(db);

@@ -11,7 +11,6 @@ import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import SQLite from 'better-sqlite3';
 import { WebSocket } from 'ws';
-import { parseClickLog } from '../../src/links/click-log.ts';
 import { UA } from '../links/fixtures.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../../../..');
@@ -219,8 +218,8 @@ async function click(s: Started, times: number): Promise<string> {
 function writtenClicks(s: Started, linkId: string): number {
   const db = new SQLite(path.join(s.dataDir, 'svc.sqlite'), { readonly: true });
   try {
-    const rows = db.prepare('select clicks from link_click_log').all() as { clicks: string }[];
-    return rows.flatMap((r) => parseClickLog(r.clicks)).filter((c) => c.linkId === linkId).length;
+    const count = db.prepare('select count(*) as n from link_clicks where link_id = ?');
+    return (count.get(linkId) as { n: number }).n;
   } finally {
     db.close();
   }

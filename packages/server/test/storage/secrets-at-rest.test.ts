@@ -170,7 +170,7 @@ for (const dialect of DIALECTS) {
       assert.ok(!JSON.stringify(rows.projects).includes(twilioToken));
       if (dialect === 'sqlite') {
         // The bytes on disk (database and WAL) hold none of them either.
-        const file = fresh.store.sqlite!.name;
+        const file = fresh.file!;
         const bytes = Buffer.concat(
           [file, `${file}-wal`].filter(fs.existsSync).map((f) => fs.readFileSync(f)),
         );

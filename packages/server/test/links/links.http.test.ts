@@ -25,7 +25,7 @@ async function listen(s: TestServer) {
 }
 
 for (const backend of BACKENDS) {
-  describe(`links redirect through the fast front, over HTTP (${backend.name})`, () => {
+  describe(`links redirect over HTTP (${backend.name})`, () => {
     let s: TestServer;
     let port: number;
     let call: ReturnType<typeof sdk>;
@@ -42,19 +42,14 @@ for (const backend of BACKENDS) {
 
     const create = (body: Record<string, unknown>) => createLink(call, body);
 
-    test('the first visit loads the link through Fastify, the next ones are answered from memory, alike', async () => {
+    test('the first visit loads the link, the next ones are answered from memory, alike', async () => {
       const link = await create({ url: 'https://shop.example.com/p/1', utm: { source: 'mail' } });
       for (const userAgent of [UA.androidChrome, UA.iosSafari, UA.desktopChrome, UA.slack]) {
         const get = () =>
           httpRequest(port, `/l/${link.slug}`, { host: DEFAULT_HOST, 'user-agent': userAgent });
-        const before = s.app.svc.front.answered;
         const first = await get();
         const second = await get();
         const third = await get();
-        assert.ok(
-          s.app.svc.front.answered - before >= 2,
-          'cached visits are answered by the front',
-        );
         for (const next of [second, third]) {
           assert.equal(next.status, first.status, userAgent);
           assert.deepEqual(stable(next.headers), stable(first.headers), userAgent);
@@ -68,7 +63,7 @@ for (const backend of BACKENDS) {
       assert.equal(stats.totals.click, 9);
     });
 
-    test('non-ASCII destinations go out percent-encoded, hosts in punycode, whichever path answers', async () => {
+    test('non-ASCII destinations go out percent-encoded, hosts in punycode, cached or not', async () => {
       const link = await create({
         url: 'https://bücher.example/€/日本?q=ü',
         android: { fallbackUrl: 'https://example.com/android/ü' },
@@ -94,16 +89,14 @@ for (const backend of BACKENDS) {
       assert.equal(link.url, 'https://bücher.example/€/日本?q=ü');
     });
 
-    test('Request-Id from the caller is kept; the metrics count front answers under the route', async () => {
+    test('Request-Id from the caller is kept; the metrics count redirects under the route', async () => {
       const link = await create({ url: 'https://shop.example.com/p/2' });
       const headers = { host: DEFAULT_HOST, 'user-agent': UA.desktopChrome };
       await httpRequest(port, `/l/${link.slug}`, headers);
-      const before = s.app.svc.front.answered;
       const res = await httpRequest(port, `/l/${link.slug}`, {
         ...headers,
         'request-id': 'abc-123',
       });
-      assert.equal(s.app.svc.front.answered, before + 1);
       assert.equal(res.headers['request-id'], 'abc-123');
       assert.equal(res.headers['content-length'], '0');
       const metrics = await httpRequest(port, '/metrics', {});
@@ -119,48 +112,13 @@ for (const backend of BACKENDS) {
       assert.ok(Number(line.split(' ').at(-1)) >= 2);
     });
 
-    test('requests answered by the front leave responses and sockets shaped as Fastify leaves them', async () => {
-      // V8 gives objects with the same properties added in the same order one hidden class.
-      // Node's responses keep their status on the prototype until it is written, and a socket
-      // learns its peer's address when first asked: left to each path, the front and Fastify's
-      // routes made two kinds of each, and the code of Node and Fastify that handles them had
-      // to handle both. Every request here on a connection of its own.
-      const link = await create({ url: 'https://shop.example.com/p/shape' });
-      const headers = { host: DEFAULT_HOST, 'user-agent': UA.desktopChrome };
-      const get = (path: string) => httpRequest(port, path, headers, 'GET', false);
-      const shapes: { response: string[]; socket: string[] }[] = [];
-      const capture = (req: http.IncomingMessage, res: http.ServerResponse) => {
-        const arrived = Reflect.ownKeys(req.socket).map(String);
-        res.once('finish', () => {
-          shapes.push({ response: Object.keys(res), socket: arrived });
-        });
-      };
-      s.app.server.prependListener('request', capture);
-      try {
-        await get(`/l/${link.slug}`); // Fastify loads it
-        const before = s.app.svc.front.answered;
-        await get(`/l/${link.slug}`); // the front answers
-        assert.equal(s.app.svc.front.answered, before + 1);
-        await get('/l/nope1234'); // Fastify: a page
-        await get('/healthz'); // Fastify: JSON
-      } finally {
-        s.app.server.removeListener('request', capture);
-      }
-      assert.equal(shapes.length, 4);
-      assert.ok(shapes[1].response.includes('statusCode'), 'the front wrote its status');
-      assert.ok(shapes[0].socket.includes('_peername'), 'the socket knows its peer from the start');
-      for (const shape of shapes.slice(1)) assert.deepEqual(shape, shapes[0]);
-    });
-
     test('a query string, unknown and expired links, HEAD and other hosts', async () => {
       const link = await create({ url: 'https://shop.example.com/p/3' });
       const headers = { host: DEFAULT_HOST, 'user-agent': UA.desktopChrome };
       await httpRequest(port, `/l/${link.slug}`, headers);
-      const before = s.app.svc.front.answered;
       const withQuery = await httpRequest(port, `/l/${link.slug}?utm_source=share`, headers);
       assert.equal(withQuery.status, 302);
       assert.equal(withQuery.headers.location, 'https://shop.example.com/p/3');
-      assert.equal(s.app.svc.front.answered, before + 1);
 
       // Unknown: 404 page both times (the second from the cached absence).
       for (let i = 0; i < 2; i++) {
@@ -169,7 +127,7 @@ for (const backend of BACKENDS) {
         assert.match(String(missing.headers['content-type']), /^text\/html/);
         assert.equal(missing.headers.location, undefined);
       }
-      // Not a slug at all: Fastify's route answers, never a redirect.
+      // Not a slug at all: never a redirect.
       for (const path of ['/l/a%2F..%2Fb', '/l/x/y', '/l/', '/l/%00']) {
         const res = await httpRequest(port, path, headers);
         assert.ok(res.status === 404 || res.status === 400, `${path} → ${res.status}`);
@@ -182,10 +140,8 @@ for (const backend of BACKENDS) {
       });
       assert.equal((await httpRequest(port, `/l/${expiring.slug}`, headers)).status, 302);
       clock.advance(6_000);
-      const answered = s.app.svc.front.answered;
       const expired = await httpRequest(port, `/l/${expiring.slug}`, headers);
       assert.equal(expired.status, 410, 'the cached link is checked for expiry on every visit');
-      assert.equal(s.app.svc.front.answered, answered + 1);
 
       const head = await httpRequest(port, `/l/${link.slug}`, headers, 'HEAD');
       assert.equal(head.status, 302);
@@ -226,9 +182,7 @@ for (const backend of BACKENDS) {
           'user-agent': UA.iosSafari,
         });
       assert.equal((await visit()).status, 302);
-      const before = s.app.svc.front.answered;
       assert.equal((await visit()).status, 302);
-      assert.equal(s.app.svc.front.answered, before + 1);
       // Two clicks from 198.51.100.77: the app's first open from there matches one of them.
       const deferred = await brandCall(
         'POST',
@@ -250,7 +204,7 @@ for (const backend of BACKENDS) {
   });
 }
 
-describe('the fast front without trusted proxies, with request logging, and closing', () => {
+describe('links redirect without trusted proxies, and with request logging', () => {
   const backend = BACKENDS[0];
 
   test('X-Forwarded-For and X-Forwarded-Host are ignored without SVC_TRUST_PROXY', async () => {
@@ -268,7 +222,6 @@ describe('the fast front without trusted proxies, with request logging, and clos
       };
       await httpRequest(port, `/l/${link.slug}`, headers);
       assert.equal((await httpRequest(port, `/l/${link.slug}`, headers)).status, 302);
-      assert.ok(s.app.svc.front.answered >= 1);
       const spoofed = await sdk(s)(
         'POST',
         '/v1/sdk/links/deferred',
@@ -288,7 +241,7 @@ describe('the fast front without trusted proxies, with request logging, and clos
     }
   });
 
-  test('with LOG_LEVEL=debug every request goes through Fastify (and is logged)', async () => {
+  test('with LOG_LEVEL=debug every redirect is logged', async () => {
     const s = await startTestServer(backend, { env: { LOG_LEVEL: 'debug' } });
     try {
       const link = (
@@ -302,30 +255,7 @@ describe('the fast front without trusted proxies, with request logging, and clos
         });
         assert.equal(res.status, 302);
       }
-      assert.equal(s.app.svc.front.answered, 0);
-      assert.match(s.logs.text, /"url":"\/l\//);
-    } finally {
-      await s.close();
-    }
-  });
-
-  test('a closed front hands every request to Fastify (the server closes it before closing)', async () => {
-    const s = await startTestServer(backend);
-    try {
-      const link = (
-        await sdk(s)('POST', '/v1/sdk/links', { url: 'https://shop.example.com/p/8' })
-      ).json();
-      const port = await listen(s);
-      const headers = { host: DEFAULT_HOST, 'user-agent': UA.desktopChrome };
-      await httpRequest(port, `/l/${link.slug}`, headers);
-      assert.equal((await httpRequest(port, `/l/${link.slug}`, headers)).status, 302);
-      const answered = s.app.svc.front.answered;
-      assert.ok(answered >= 1);
-      s.app.svc.front.close();
-      const res = await httpRequest(port, `/l/${link.slug}`, headers);
-      assert.equal(res.status, 302);
-      assert.equal(res.headers.location, 'https://shop.example.com/p/8');
-      assert.equal(s.app.svc.front.answered, answered);
+      assert.ok((s.logs.text.match(/"url":"\/l\//g)?.length ?? 0) >= 3, s.logs.text);
     } finally {
       await s.close();
     }

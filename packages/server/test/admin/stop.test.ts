@@ -94,6 +94,10 @@ async function start(command: string, args: string[], env: Record<string, string
       REDIS_URL: '',
       SVC_ADMIN_TOKEN: '',
       SVC_SECRET: '',
+      SVC_MEDIA: 'off',
+      // `npm start` runs the build, as users do: no svc-source condition (that is for the
+      // TypeScript sources the other processes here run).
+      ...(command !== process.execPath ? { NODE_OPTIONS: '' } : {}),
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -275,15 +275,17 @@ export class Redirector {
     slug: string,
     userAgent: string,
     ip: string,
+    /** False for a HEAD request: the same answer, but no click is recorded. */
+    record = true,
   ): RedirectAnswer | Promise<RedirectAnswer> {
     const snapshot = this.directory.fresh();
     const domain = snapshot && this.directory.domainIn(snapshot, host);
     const link = domain ? this.cache.peek(domain, slug) : undefined;
     if (snapshot && domain && link !== undefined) {
-      return this.decide(snapshot, domain, slug, link, userAgent, ip);
+      return this.decide(snapshot, domain, slug, link, userAgent, ip, record);
     }
     return this.load(host, slug).then(([loaded, at, found]) =>
-      this.decide(loaded, at, slug, found, userAgent, ip),
+      this.decide(loaded, at, slug, found, userAgent, ip, record),
     );
   }
 
@@ -303,6 +305,7 @@ export class Redirector {
     link: RedirectLink | null,
     userAgent: string,
     ip: string,
+    record: boolean,
   ): RedirectAnswer {
     if (!link) return NOT_FOUND;
     const now = this.clock.now();
@@ -312,16 +315,17 @@ export class Redirector {
     if (platform === 'bot') return pageAnswer(200, socialPage(link, this.shortUrl(domain, slug)));
     const targets = targetsFor(link, snapshot, this.directory);
     const clickId = newId('clk', now);
-    this.clicks.record({
-      id: clickId,
-      projectId: link.row.project_id,
-      linkId: link.row.id,
-      platform,
-      ip,
-      userAgent,
-      ms: now,
-      matchWindowMs: targets.matchWindowMs,
-    });
+    if (record)
+      this.clicks.record({
+        id: clickId,
+        projectId: link.row.project_id,
+        linkId: link.row.id,
+        platform,
+        ip,
+        userAgent,
+        ms: now,
+        matchWindowMs: targets.matchWindowMs,
+      });
     let location = targets.desktop;
     if (platform === 'android') {
       if (targets.androidFallback) location = targets.androidFallback;
@@ -379,7 +383,14 @@ export function publicLinkRoutes(
     (request, reply) => {
       const userAgent = request.headers['user-agent'] ?? '';
       const host = request.host.toLowerCase();
-      const answer = redirector.answer(host, request.params.slug, userAgent, request.ip);
+      // HEAD (link checkers, prefetchers) gets the same answer and records no click.
+      const answer = redirector.answer(
+        host,
+        request.params.slug,
+        userAgent,
+        request.ip,
+        request.method !== 'HEAD',
+      );
       // Not an async function: the usual answer, from the cache, costs no promise.
       if (!(answer instanceof Promise)) {
         send(reply, answer);

@@ -146,6 +146,9 @@ for (const backend of BACKENDS) {
       const head = await httpRequest(port, `/l/${link.slug}`, headers, 'HEAD');
       assert.equal(head.status, 302);
       assert.equal(head.headers.location, 'https://shop.example.com/p/3');
+      // HEAD (link checkers, prefetchers) is not a click: only the two GETs above count.
+      const stats = (await call('GET', `/v1/sdk/links/${link.id}/stats`)).json();
+      assert.equal(stats.totals.click, 2);
 
       // Another project's link domain: its own links, not the default host's.
       const brand = await s.admin('POST', '/projects', { name: 'brand' });

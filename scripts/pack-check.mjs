@@ -71,6 +71,11 @@ try {
       SVC_ADMIN_TOKEN: adminToken,
       SVC_BOOTSTRAP: 'false',
       LOG_LEVEL: 'warn',
+      // The embedded default (SQLite, in-process state), without a Janus of its own: other tests
+      // may run one at the same time.
+      DATABASE_URL: '',
+      REDIS_URL: '',
+      SVC_MEDIA: 'off',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

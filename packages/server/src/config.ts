@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { normaliseOriginPattern } from './auth/restrictions.ts';
+import { ConfigError, envInt as int } from './env.ts';
 import { loadMediaConfig, type MediaConfig } from './media/config.ts';
 import { loadRealtimeConfig, type RealtimeConfig } from './realtime/config.ts';
 import { loadSmsSenderConfig, type SmsSenderConfig } from './verify/sms-config.ts';
@@ -96,19 +97,9 @@ export interface Config {
   media: MediaConfig;
 }
 
-export class ConfigError extends Error {}
+export { ConfigError } from './env.ts';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-
-function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number) {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
-  }
-  return value;
-}
 
 function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean) {
   const raw = env[name];

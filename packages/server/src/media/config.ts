@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { SvcIceServer } from '@svc/protocol';
-import { ConfigError } from '../config.ts';
+import { ConfigError, envInt as int } from '../env.ts';
 
 /** Media settings, read from the environment (names are part of the contract; README lists them). */
 export interface MediaConfig {
@@ -50,16 +50,6 @@ export interface MediaConfig {
   janusDir: string;
   /** Where recordings go (`DATA_DIR/recordings`); never inside Janus's protected folders. */
   recordingsDir: string;
-}
-
-function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number) {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
-  }
-  return value;
 }
 
 const list = (raw: string | undefined) =>

@@ -1,4 +1,4 @@
-import { ConfigError } from '../config.ts';
+import { envInt as int } from '../env.ts';
 import { type ControllerConfig, loadControllerConfig } from './controller/config.ts';
 
 /** Realtime settings, read from the environment (names are part of the contract). */
@@ -26,16 +26,6 @@ export interface RealtimeConfig {
   nodeTtlMs: number;
   /** The room controller's settings (controller/config.ts). */
   controller: ControllerConfig;
-}
-
-function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number) {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
-  }
-  return value;
 }
 
 export function loadRealtimeConfig(env: NodeJS.ProcessEnv = process.env): RealtimeConfig {

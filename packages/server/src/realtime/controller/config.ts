@@ -1,4 +1,4 @@
-import { ConfigError } from '../../config.ts';
+import { ConfigError, envInt as int } from '../../env.ts';
 
 /** Room controller settings (`SVC_REALTIME_*`, docs/room-controller.md). */
 export interface ControllerConfig {
@@ -20,16 +20,6 @@ export interface ControllerConfig {
   qualityIntervalMs: number;
   /** `SVC_REALTIME_HOST_SUCCESSION` (true): the default of the room setting `hostSuccession`. */
   hostSuccession: boolean;
-}
-
-function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number) {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
-  }
-  return value;
 }
 
 export function loadControllerConfig(env: NodeJS.ProcessEnv = process.env): ControllerConfig {

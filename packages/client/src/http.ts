@@ -34,17 +34,22 @@ export class RestClient {
       throw new SvcError('network_error', `${method} ${path}: ${(err as Error).message}`);
     }
     if (!res.ok) throw await errorFromResponse(res);
-    if (res.status === 204) return undefined as T;
-    const text = await res.text();
-    if (!text) return undefined as T;
-    try {
-      return JSON.parse(text) as T;
-    } catch {
-      throw new SvcError('invalid_response', `${method} ${path}: the body is not JSON`, {
-        status: res.status,
-        requestId: res.headers.get('request-id') ?? undefined,
-      });
-    }
+    return readJsonBody<T>(res, method, path);
+  }
+}
+
+/** A successful answer's JSON body (undefined for 204 or no body); `invalid_response` if not JSON. */
+export async function readJsonBody<T>(res: Response, method: string, path: string): Promise<T> {
+  if (res.status === 204) return undefined as T;
+  const text = await res.text();
+  if (!text) return undefined as T;
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    throw new SvcError('invalid_response', `${method} ${path}: the body is not JSON`, {
+      status: res.status,
+      requestId: res.headers.get('request-id') ?? undefined,
+    });
   }
 }
 

@@ -23,7 +23,7 @@ export {
   SvcError,
   type SvcErrorCode,
 } from './errors.ts';
-export { apiBaseOf } from './http.ts';
+export { apiBaseOf, readJsonBody } from './http.ts';
 export type {
   SvcAudioOptions,
   SvcLocalTrack,

@@ -1,4 +1,4 @@
-import { errorFromResponse, SvcError } from '@svc/client';
+import { errorFromResponse, readJsonBody, SvcError } from '@svc/client';
 
 export type FetchFn = typeof globalThis.fetch;
 
@@ -74,7 +74,7 @@ export class Transport {
         await this.sleep(this.backoff(attempt, undefined));
         continue;
       }
-      if (res.ok) return parseBody<T>(res, method, path);
+      if (res.ok) return readJsonBody<T>(res, method, path);
       if (attempt < attempts && RETRY_STATUSES.has(res.status)) {
         await res.body?.cancel();
         await this.sleep(this.backoff(attempt, res.headers.get('retry-after')));
@@ -89,20 +89,6 @@ export class Transport {
     const seconds = retryAfter ? Number(retryAfter) : Number.NaN;
     if (Number.isFinite(seconds) && seconds >= 0) return Math.min(seconds * 1000, maxDelayMs);
     return Math.random() * Math.min(baseDelayMs * 2 ** (attempt - 1), maxDelayMs);
-  }
-}
-
-async function parseBody<T>(res: Response, method: string, path: string): Promise<T> {
-  if (res.status === 204) return undefined as T;
-  const text = await res.text();
-  if (!text) return undefined as T;
-  try {
-    return JSON.parse(text) as T;
-  } catch {
-    throw new SvcError('invalid_response', `${method} ${path}: the body is not JSON`, {
-      status: res.status,
-      requestId: res.headers.get('request-id') ?? undefined,
-    });
   }
 }
 

@@ -204,7 +204,11 @@ for (const backend of BACKENDS) {
       const sig = u.searchParams.get('sig')!;
       const exp = u.searchParams.get('exp')!;
       const variants = [
-        `/v1/realtime/recordings/${id}/file?exp=${exp}&sig=${sig.slice(0, -1)}${sig.endsWith('A') ? 'B' : 'A'}`,
+        // Every other last character: some decode to the same bytes (base64url's spare bits).
+        ...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+          .split('')
+          .filter((c) => c !== sig.at(-1))
+          .map((c) => `/v1/realtime/recordings/${id}/file?exp=${exp}&sig=${sig.slice(0, -1)}${c}`),
         `/v1/realtime/recordings/${id}/file?exp=${Number(exp) + 1}&sig=${sig}`,
         `/v1/realtime/recordings/eg_testCOMPLETED0/file?exp=${exp}&sig=${sig}`,
         `/v1/realtime/recordings/${id}/file?exp=${exp}&sig=`,

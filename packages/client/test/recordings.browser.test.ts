@@ -414,4 +414,31 @@ describe('recordings of a real browser through Janus', {
     const failed = got.find((h) => h.type === 'recording.failed')!;
     assert.equal(failed.data.error, 'conversion_failed');
   });
+
+  test('a room that ends stops its recording, and the file is made', async () => {
+    const started = await api('POST', '/recordings', { roomName: room, fileType: 'OGG' });
+    assert.equal(started.status, 201);
+    const mjrDir = path.join(s.config.media.recordingsDir, 'mjr', started.body.egressId);
+    const deadline = Date.now() + 10_000;
+    while (!(fs.existsSync(mjrDir) && fs.readdirSync(mjrDir).some((f) => f.includes('-audio-')))) {
+      assert.ok(Date.now() < deadline, `no audio .mjr in ${mjrDir}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const t0 = Date.now();
+    while (Date.now() - t0 < 1000) await new Promise((r) => setTimeout(r, 100));
+    const deleted = await fetch(`${s.baseUrl}/v1/realtime/rooms/${room}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${s.project.serverKey}`, 'x-project-id': s.project.id },
+    });
+    assert.equal(deleted.status, 204);
+    let info = (await api('GET', `/recordings/${started.body.egressId}`)).body;
+    const until = Date.now() + 30_000;
+    while (info.status === 'STARTED' || info.status === 'PROCESSING') {
+      assert.ok(Date.now() < until, JSON.stringify(info));
+      await new Promise((r) => setTimeout(r, 50));
+      info = (await api('GET', `/recordings/${started.body.egressId}`)).body;
+    }
+    assert.equal(info.status, 'COMPLETED', JSON.stringify(info));
+    assert.ok(info.duration > 0.5 && info.duration < 5, String(info.duration));
+  });
 });

@@ -450,7 +450,7 @@ export class MediaService {
   /** Stops recording the room on engine `key` (nothing when that engine is gone). */
   async stopRecording(rid: string, key: string) {
     const engine = this.engines.get(key);
-    if (!engine || engine.health().state !== 'up') return;
+    if (engine?.health().state !== 'up') return;
     await engine.recordRoom(engineRoomKey(rid), null).catch((err) => this.engineFailure(err));
   }
 

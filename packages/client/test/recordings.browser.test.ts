@@ -415,6 +415,39 @@ describe('recordings of a real browser through Janus', {
     assert.equal(failed.data.error, 'conversion_failed');
   });
 
+  test('@svc/client: a connected host records with a client key (its token goes as X-Room-Token)', async () => {
+    const rest = async (method: string, ...args: unknown[]) => {
+      const r = await browser.page.evaluate(([m, a]) => (window as any).svcm.rest(m, a), [
+        method,
+        args,
+      ] as const);
+      assert.equal(r.ok, true, `${method}: ${JSON.stringify(r)}`);
+      return r.value as any;
+    };
+    const started = await rest('startRecord', { roomName: room, fileType: 'WEBM' });
+    assert.equal(started.status, 'STARTED');
+    assert.equal(started.fileType, 'WEBM');
+    const active = await rest('listActiveRecordings');
+    assert.deepEqual(
+      active.map((i: { egressId: string }) => i.egressId),
+      [started.egressId],
+    );
+    assert.equal((await rest('getRecording', started.egressId)).status, 'STARTED');
+    const stopped = await rest('stopRecord', started.egressId);
+    assert.equal(stopped.status, 'COMPLETED', JSON.stringify(stopped));
+    const page = await rest('listRecordings');
+    assert.equal(page.meta.page, 1);
+    assert.equal(page.meta.limit, 10);
+    assert.equal(page.items[0].egressId, started.egressId);
+    const url = await rest('getRecordingDownloadUrl', started.egressId);
+    assert.equal(url.expiresIn, 3600);
+    assert.equal((await fetch(url.downloadUrl)).status, 200);
+    // MP4 is the default type.
+    const mp4 = await rest('startRecord', { roomName: room });
+    assert.equal(mp4.fileType, 'MP4');
+    await rest('stopRecord', mp4.egressId);
+  });
+
   test('a room that ends stops its recording, and the file is made', async () => {
     const started = await api('POST', '/recordings', { roomName: room, fileType: 'OGG' });
     assert.equal(started.status, 201);

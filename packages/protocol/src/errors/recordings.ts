@@ -17,10 +17,6 @@ export const RECORDINGS_ERRORS = {
     title: 'Another recording of this project already uses this filepath.',
   },
   recording_not_ready: { status: 409, title: 'The recording has no file (it is not COMPLETED).' },
-  room_token_required: {
-    status: 403,
-    title: 'A client key needs the access token of a host in the room (X-Room-Token header).',
-  },
   download_url_invalid: {
     status: 403,
     title: 'The download URL is not valid (altered or not signed here).',

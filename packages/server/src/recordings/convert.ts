@@ -89,10 +89,6 @@ async function tracksOf(tools: ConvertTools, dir: string, work: string): Promise
   return tracks;
 }
 
-/** One tile of a grid (several video tracks). */
-const TILE_W = 640;
-const TILE_H = 360;
-
 /** What a finished conversion produced. */
 export interface Converted {
   duration: number;
@@ -121,11 +117,10 @@ export async function probe(tools: ConvertTools, file: string) {
 /**
  * Turns the `.mjr` files of one recording into one file of `fileType` at `target`:
  * `janus-pp-rec` depacketises each track, then `ffmpeg` puts them together with each track's
- * real start offset (from its first packet). Video: one track is copied when the container
- * takes its codec (VP8/VP9 into WEBM, H.264 into MP4) and transcoded otherwise (libx264
- * `veryfast` for MP4, libvpx realtime for WEBM); several tracks make a grid (`xstack`, 640x360
- * tiles, black until a track starts). Audio: every microphone, mixed (`amix`) when there are
- * several. OGG is audio only. The file is written next to `target` and renamed into place when complete.
+ * real start offset (from its first packet). Video: the longest-running camera/screen track
+ * (VP8/VP9 copied into WEBM, H.264 copied into MP4, otherwise transcoded: MP4 gets H.264 by
+ * libx264 `veryfast`); audio: every microphone, mixed (`amix`) when there are several. OGG is
+ * audio only. The file is written next to `target` and renamed into place when complete.
  */
 export async function convertRecording(
   tools: ConvertTools,
@@ -146,10 +141,11 @@ export async function convertRecording(
     const made = all.filter((t) => t.out && fs.existsSync(t.out) && fs.statSync(t.out).size > 0);
     const audio = made.filter((t) => t.kind === 'audio');
     const videos = made.filter((t) => t.kind === 'video');
-    // OGG is audio only; otherwise every video track (a camera or a screen) gets a tile.
-    const shown = fileType === 'OGG' ? [] : videos;
-    const grid = shown.length > 1;
-    const used = [...shown, ...audio];
+    const video =
+      fileType === 'OGG'
+        ? undefined
+        : videos.sort((a, b) => fs.statSync(b.out).size - fs.statSync(a.out).size)[0];
+    const used = [...(video ? [video] : []), ...audio];
     if (used.length === 0) {
       throw new ConversionError(
         'no_media',
@@ -159,47 +155,30 @@ export async function convertRecording(
       );
     }
     const t0 = Math.min(...used.map((t) => t.firstUs));
-    const offsetOf = (t: Track) => Math.max(0, (t.firstUs - t0) / 1e6);
     const args = ['-y', '-v', 'error'];
     for (const t of used) {
-      // Grid tiles are delayed by their filter (black until the track starts).
-      const offset = offsetOf(t);
-      if (offset > 0.001 && !(grid && t.kind === 'video'))
-        args.push('-itsoffset', offset.toFixed(3));
+      const offset = Math.max(0, (t.firstUs - t0) / 1e6);
+      if (offset > 0.001) args.push('-itsoffset', offset.toFixed(3));
       args.push('-i', t.out);
     }
-    const filters: string[] = [];
-    if (grid) {
-      const cols = Math.ceil(Math.sqrt(shown.length));
-      const layout: string[] = [];
-      shown.forEach((t, i) => {
-        filters.push(
-          `[${i}:v:0]setpts=PTS-STARTPTS,scale=${TILE_W}:${TILE_H}:force_original_aspect_ratio=decrease,` +
-            `pad=${TILE_W}:${TILE_H}:(ow-iw)/2:(oh-ih)/2,fps=25,` +
-            `tpad=start_duration=${offsetOf(t).toFixed(3)}:color=black[v${i}]`,
-        );
-        layout.push(`${(i % cols) * TILE_W}_${Math.floor(i / cols) * TILE_H}`);
-      });
-      filters.push(
-        `${shown.map((_, i) => `[v${i}]`).join('')}xstack=inputs=${shown.length}:layout=${layout.join('|')}:fill=black[vout]`,
-      );
-    }
-    const audioStart = shown.length;
+    const audioStart = video ? 1 : 0;
+    if (video) args.push('-map', '0:v:0');
     if (audio.length > 1) {
       const inputs = audio.map((_, i) => `[${audioStart + i}:a:0]`).join('');
-      filters.push(`${inputs}amix=inputs=${audio.length}:duration=longest:normalize=0[aout]`);
+      args.push(
+        '-filter_complex',
+        `${inputs}amix=inputs=${audio.length}:duration=longest:normalize=0[aout]`,
+        '-map',
+        '[aout]',
+      );
+    } else if (audio.length === 1) {
+      args.push('-map', `${audioStart}:a:0`);
     }
-    if (filters.length) args.push('-filter_complex', filters.join(';'));
-    if (grid) args.push('-map', '[vout]');
-    else if (shown.length === 1) args.push('-map', '0:v:0');
-    if (audio.length > 1) args.push('-map', '[aout]');
-    else if (audio.length === 1) args.push('-map', `${audioStart}:a:0`);
     const mixed = audio.length > 1;
-    const codec = grid ? 'raw' : shown[0]?.codec;
     if (fileType === 'MP4') {
-      if (shown.length) {
+      if (video) {
         args.push(
-          ...(codec === 'h264'
+          ...(video.codec === 'h264'
             ? ['-c:v', 'copy']
             : ['-c:v', 'libx264', '-preset', 'veryfast', '-crf', '23', '-pix_fmt', 'yuv420p']),
         );
@@ -207,11 +186,11 @@ export async function convertRecording(
       if (audio.length) args.push('-c:a', 'aac', '-b:a', '96k');
       args.push('-movflags', '+faststart', '-f', 'mp4');
     } else if (fileType === 'WEBM') {
-      if (shown.length) {
+      if (video) {
         args.push(
-          ...(codec === 'vp8' || codec === 'vp9'
-            ? ['-c:v', 'copy']
-            : ['-c:v', 'libvpx', '-deadline', 'realtime', '-cpu-used', '8', '-b:v', '1M']),
+          ...(video.codec === 'h264'
+            ? ['-c:v', 'libvpx', '-deadline', 'realtime', '-cpu-used', '8', '-b:v', '1M']
+            : ['-c:v', 'copy']),
         );
       }
       if (audio.length)

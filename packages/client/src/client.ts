@@ -21,13 +21,18 @@ import {
   SvcConnectionState,
   type SvcCreateRoomOptions,
   type SvcDisconnectReason,
+  type SvcListRecordingsOptions,
   type SvcListRoomsOptions,
   type SvcParticipant,
   type SvcRealtimeMessage,
   type SvcReceivedMessage,
+  type SvcRecordingDownloadUrl,
+  type SvcRecordingInfo,
+  type SvcRecordingPage,
   type SvcRoomInfo,
   type SvcRoomOptions,
   type SvcRoomPage,
+  type SvcStartRecordingOptions,
   type SvcTokenResponse,
 } from './types.ts';
 
@@ -285,6 +290,81 @@ export class SvcClient {
     if (options.limit !== undefined) query.set('limit', String(options.limit));
     const qs = query.size ? `?${query}` : '';
     return this.#rest.request('GET', `/realtime/rooms${qs}`);
+  }
+
+  // ---- Recordings ----------------------------------------------------------------------------
+  // With a client key the server needs the access token of a host (or co-host) in the room: while
+  // connected, the client sends its current token as `X-Room-Token` (docs/recordings.md).
+
+  #roomTokenHeader(): Record<string, string> {
+    const token = this.#run?.token?.token;
+    return token ? { 'x-room-token': token } : {};
+  }
+
+  /** Starts recording a room (`MP4` by default). */
+  startRecord(options: SvcStartRecordingOptions): Promise<SvcRecordingInfo> {
+    return this.#rest.request(
+      'POST',
+      '/realtime/recordings',
+      { ...options, fileType: options.fileType ?? 'MP4' },
+      this.#roomTokenHeader(),
+    );
+  }
+
+  /** Stops a recording; resolves with its final information (`COMPLETED`, `FAILED`, or `PROCESSING`). */
+  stopRecord(egressId: string): Promise<SvcRecordingInfo> {
+    return this.#rest.request(
+      'POST',
+      `/realtime/recordings/${encodeURIComponent(egressId)}/stop`,
+      {},
+      this.#roomTokenHeader(),
+    );
+  }
+
+  /** The recordings in progress, of one room or (server keys) all. */
+  async listActiveRecordings(roomName?: string): Promise<SvcRecordingInfo[]> {
+    const qs = roomName ? `?roomName=${encodeURIComponent(roomName)}` : '';
+    const list = await this.#rest.request<{ items: SvcRecordingInfo[] }>(
+      'GET',
+      `/realtime/recordings/active${qs}`,
+      undefined,
+      this.#roomTokenHeader(),
+    );
+    return list.items;
+  }
+
+  /** Recordings, newest first, one page at a time (page 1, limit 10 by default). */
+  listRecordings(options: SvcListRecordingsOptions = {}): Promise<SvcRecordingPage> {
+    const query = new URLSearchParams();
+    if (options.status) query.set('status', options.status);
+    query.set('page', String(options.page ?? 1));
+    query.set('limit', String(options.limit ?? 10));
+    return this.#rest.request(
+      'GET',
+      `/realtime/recordings?${query}`,
+      undefined,
+      this.#roomTokenHeader(),
+    );
+  }
+
+  /** One recording. Rejects with `recording_not_found` (404). */
+  getRecording(egressId: string): Promise<SvcRecordingInfo> {
+    return this.#rest.request(
+      'GET',
+      `/realtime/recordings/${encodeURIComponent(egressId)}`,
+      undefined,
+      this.#roomTokenHeader(),
+    );
+  }
+
+  /** A signed address of a COMPLETED recording's file, valid `expiresIn` seconds (3600 by default). */
+  getRecordingDownloadUrl(egressId: string, expiresIn = 3600): Promise<SvcRecordingDownloadUrl> {
+    return this.#rest.request(
+      'GET',
+      `/realtime/recordings/${encodeURIComponent(egressId)}/download-url?expiresIn=${expiresIn}`,
+      undefined,
+      this.#roomTokenHeader(),
+    );
   }
 
   /** One room. Rejects with `room_not_found` (404). */

@@ -15,11 +15,17 @@ export class RestClient {
   }
 
   /** Sends a request to `<base>/v1<path>`; resolves with the JSON body (undefined for 204). */
-  async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+  async request<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    extraHeaders: Record<string, string> = {},
+  ): Promise<T> {
     const headers: Record<string, string> = {
       accept: 'application/json',
       authorization: `Bearer ${this.config.apiKey}`,
       'x-project-id': this.config.projectId,
+      ...extraHeaders,
     };
     if (this.config.bundleId) headers['x-bundle-id'] = this.config.bundleId;
     if (body !== undefined) headers['content-type'] = 'application/json';

@@ -3,9 +3,13 @@ import type {
   SvcCreateRoomOptions as ProtocolCreateRoomOptions,
   SvcLiveType as ProtocolLiveType,
   SvcParticipantOptions as ProtocolParticipantOptions,
+  SvcRecordingDownloadUrl as ProtocolRecordingDownloadUrl,
+  SvcRecordingInfo as ProtocolRecordingInfo,
+  SvcRecordingPage as ProtocolRecordingPage,
   SvcRoomInfo as ProtocolRoomInfo,
   SvcRoomOptions as ProtocolRoomOptions,
   SvcRoomStatus as ProtocolRoomStatus,
+  SvcStartRecordingOptions as ProtocolStartRecordingOptions,
   SvcTokenResponse as ProtocolTokenResponse,
   SvcUser as ProtocolUser,
   RoomEventData,
@@ -96,3 +100,19 @@ export type SvcConnectionState = (typeof SvcConnectionState)[keyof typeof SvcCon
  * - `RECONNECT_FAILED`: reconnection reached its limit or was refused (see `lastError`).
  */
 export type SvcDisconnectReason = LeaveReason | 'CLIENT_DISCONNECT' | 'RECONNECT_FAILED';
+
+/** `startRecord()` options: the room, and optionally `filepath` and `fileType` (`MP4` by default). */
+export type SvcStartRecordingOptions = ProtocolStartRecordingOptions;
+/** A recording (egress) as the server reports it. */
+export type SvcRecordingInfo = ProtocolRecordingInfo;
+/** One page of `listRecordings()`: `{items, meta: {total, page, limit}}`. */
+export type SvcRecordingPage = ProtocolRecordingPage;
+/** `getRecordingDownloadUrl()`'s answer. */
+export type SvcRecordingDownloadUrl = ProtocolRecordingDownloadUrl;
+
+/** `listRecordings()` filters: `status`, `page` (from 1, default 1), `limit` (1–100, default 10). */
+export interface SvcListRecordingsOptions {
+  status?: SvcRecordingInfo['status'];
+  page?: number;
+  limit?: number;
+}

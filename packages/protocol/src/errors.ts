@@ -2,6 +2,7 @@ import { CONTROLLER_ERRORS } from './errors/controller.ts';
 import { CORE_ERRORS } from './errors/core.ts';
 import { LINKS_ERRORS } from './errors/links.ts';
 import { REALTIME_ERRORS } from './errors/realtime.ts';
+import { RECORDINGS_ERRORS } from './errors/recordings.ts';
 import { VERIFY_ERRORS } from './errors/verify.ts';
 import { WEBHOOKS_ERRORS } from './errors/webhooks.ts';
 
@@ -13,6 +14,7 @@ import { WEBHOOKS_ERRORS } from './errors/webhooks.ts';
 export const ERROR_CODES = {
   ...CORE_ERRORS,
   ...REALTIME_ERRORS,
+  ...RECORDINGS_ERRORS,
   ...CONTROLLER_ERRORS,
   ...LINKS_ERRORS,
   ...VERIFY_ERRORS,

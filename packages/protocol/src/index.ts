@@ -6,5 +6,6 @@ export * from './links.ts';
 export * from './media.ts';
 export * from './products.ts';
 export * from './realtime.ts';
+export * from './recordings.ts';
 export * from './verify.ts';
 export * from './webhooks.ts';

@@ -25,6 +25,7 @@ import { installErrorHandling, sendProblem } from './http/problem.ts';
 import { linksPlugin } from './links/plugin.ts';
 import type { MediaService } from './media/service.ts';
 import { realtimePlugin } from './realtime/plugin.ts';
+import type { RecordingService } from './recordings/service.ts';
 import { Sealer } from './sealing.ts';
 import { resolveServerSecret } from './secret.ts';
 import { openSharedState, type SharedState } from './state/index.ts';
@@ -61,6 +62,8 @@ export interface Services {
   readiness: Map<string, () => object>;
   /** The media area, set by the Realtime plugin (tests read its engine and handles). */
   media: MediaService | null;
+  /** The recordings area, set by the Realtime plugin. */
+  recordings: RecordingService | null;
 }
 
 declare module 'fastify' {
@@ -147,6 +150,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     adminGuard: adminTokenHook(options.adminToken),
     readiness: new Map(),
     media: null,
+    recordings: null,
   };
 
   const logger = loggerOptions(config.logLevel);

@@ -77,6 +77,11 @@ const svcm = {
           : c.disableScreenShare(),
     );
   },
+  /** Calls one of the client's REST methods by name (the recordings test). */
+  rest(method: string, args: unknown[]) {
+    const c = client as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
+    return attempt(() => c[method]!.apply(client, args));
+  },
   /** Resolves once every local track's media is flowing to the SFU. */
   async sending() {
     for (const t of client?.room?.localTracks ?? []) await sending(t);

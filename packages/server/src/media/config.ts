@@ -50,6 +50,11 @@ export interface MediaConfig {
   janusDir: string;
   /** Where recordings go (`DATA_DIR/recordings`); never inside Janus's protected folders. */
   recordingsDir: string;
+  /**
+   * `SVC_RECORDING_STOP_WAIT_MS` (30000): how long a stop request waits for the file before it
+   * answers `PROCESSING` (the conversion goes on; `recording.completed` tells when it is done).
+   */
+  recordingStopWaitMs: number;
 }
 
 const list = (raw: string | undefined) =>
@@ -131,6 +136,7 @@ export function loadMediaConfig(env: NodeJS.ProcessEnv, dataDir: string): MediaC
     turnTtlSeconds: int(env, 'SVC_TURN_TTL_SECONDS', 86_400, 60, 7 * 86_400),
     restartMaxDelayMs: int(env, 'SVC_JANUS_RESTART_MAX_DELAY_MS', 5000, 10, 600_000),
     subscribeWaitMs: int(env, 'SVC_MEDIA_SUBSCRIBE_WAIT_MS', 5000, 0, 60_000),
+    recordingStopWaitMs: int(env, 'SVC_RECORDING_STOP_WAIT_MS', 30_000, 0, 600_000),
     janusDir: path.join(dataDir, 'janus'),
     recordingsDir: path.join(dataDir, 'recordings'),
   };

@@ -63,6 +63,12 @@ export interface MediaEngine {
   trickle(handleId: string, candidate: Record<string, unknown> | null): Promise<void>;
   /** Server-side mute of one publisher's track: the SFU stops forwarding it (VideoRoom `moderate`). */
   moderate(roomKey: number, feedId: number, mid: string, muted: boolean): Promise<void>;
+  /**
+   * Starts (`dir` set) or stops (`dir` null) writing every publisher of the SFU room, present and
+   * joining later, to `.mjr` files in `dir` (VideoRoom `edit` `new_rec_dir` + `enable_recording`).
+   * Starting creates the SFU room when it does not exist yet.
+   */
+  recordRoom(roomKey: number, dir: string | null): Promise<void>;
   /** Ends a handle (its PeerConnection closes). Resolves even when it is already gone. */
   detach(handleId: string): Promise<void>;
   /** The ids of the handles this engine connection holds. */
@@ -421,6 +427,22 @@ export class JanusEngine implements MediaEngine {
     await this.call(() =>
       this.controlRequest({ request: 'moderate', room: roomKey, id: feedId, mid, mute: muted }),
     );
+  }
+
+  async recordRoom(roomKey: number, dir: string | null) {
+    await this.call(async () => {
+      if (dir === null) {
+        try {
+          await this.controlRequest({ request: 'enable_recording', room: roomKey, record: false });
+        } catch (err) {
+          if (!(err instanceof JanusError && err.janusCode === NO_SUCH_ROOM)) throw err;
+        }
+        return;
+      }
+      await this.ensureRoom(roomKey);
+      await this.controlRequest({ request: 'edit', room: roomKey, new_rec_dir: dir });
+      await this.controlRequest({ request: 'enable_recording', room: roomKey, record: true });
+    });
   }
 
   async detach(handleId: string) {

@@ -435,6 +435,25 @@ export class MediaService {
     return this.rooms.setTrackMuted(rid, trackId, muted, by, null);
   }
 
+  /**
+   * Starts recording the room's media into `dir` on the engine that carries the room (placing it
+   * when it has none yet); resolves with that engine's key.
+   */
+  async startRecording(rid: string, dir: string): Promise<string> {
+    const key = await this.placement(rid);
+    await this.needEngine(key)
+      .recordRoom(engineRoomKey(rid), dir)
+      .catch((err) => this.engineFailure(err));
+    return key;
+  }
+
+  /** Stops recording the room on engine `key` (nothing when that engine is gone). */
+  async stopRecording(rid: string, key: string) {
+    const engine = this.engines.get(key);
+    if (engine?.health().state !== 'up') return;
+    await engine.recordRoom(engineRoomKey(rid), null).catch((err) => this.engineFailure(err));
+  }
+
   // ---- Handles' lifetime --------------------------------------------------------------------
 
   private addLeg(leg: Leg) {

@@ -29,4 +29,41 @@ export const realtimeMigrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0401_realtime_recordings': {
+    async up(db: Kysely<unknown>) {
+      await db.schema
+        .createTable('realtime_recordings')
+        .addColumn('egress_id', 'text', (c) => c.primaryKey())
+        .addColumn('project_id', 'text', (c) =>
+          c.notNull().references('projects.id').onDelete('cascade'),
+        )
+        .addColumn('room_name', 'text', (c) => c.notNull())
+        .addColumn('room_id', 'text', (c) => c.notNull())
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('file_type', 'text', (c) => c.notNull())
+        .addColumn('filepath', 'text', (c) => c.notNull())
+        .addColumn('mjr_dir', 'text', (c) => c.notNull())
+        .addColumn('engine', 'text', (c) => c.notNull())
+        .addColumn('started_at', 'text', (c) => c.notNull())
+        .addColumn('ended_at', 'text')
+        .addColumn('completed_at', 'text')
+        .addColumn('duration', 'double precision')
+        .addColumn('size', 'bigint')
+        .addColumn('error', 'text')
+        .addColumn('error_detail', 'text')
+        .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))
+        .addUniqueConstraint('realtime_recordings_filepath_uq', ['project_id', 'filepath'])
+        .execute();
+      await db.schema
+        .createIndex('realtime_recordings_status_idx')
+        .on('realtime_recordings')
+        .columns(['project_id', 'status', 'started_at'])
+        .execute();
+      await db.schema
+        .createIndex('realtime_recordings_room_idx')
+        .on('realtime_recordings')
+        .columns(['project_id', 'room_name', 'started_at'])
+        .execute();
+    },
+  },
 };

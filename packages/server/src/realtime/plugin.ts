@@ -4,6 +4,8 @@ import type { FastifyBaseLogger, FastifyPluginAsync } from 'fastify';
 import type { Services } from '../app.ts';
 import { JanusEngine, type MediaEngine } from '../media/engine.ts';
 import { MediaService } from '../media/service.ts';
+import { recordingRoutes } from '../recordings/routes.ts';
+import { RecordingService } from '../recordings/service.ts';
 import { RedisState } from '../state/redis.ts';
 import { MemoryRoomStore, type RoomStore } from './room-store.ts';
 import { RedisRoomStore } from './room-store-redis.ts';
@@ -50,16 +52,37 @@ export const realtimePlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
   };
   svc.readiness.set('media', () => media.health());
   svc.media = media;
+  const recordings = new RecordingService(
+    svc,
+    media,
+    rooms,
+    store,
+    svc.config.media.recordingStopWaitMs,
+    app.log,
+  );
+  svc.recordings = recordings;
+  // A room that ends stops its recordings (their files are made as after a stop request).
+  const unsink = svc.events.addSink(async (ev) => {
+    const roomName = ev.data.roomName;
+    if (ev.type === 'room.ended' && typeof roomName === 'string') {
+      void recordings.stopRoom(ev.projectId, roomName).catch((err) => {
+        app.log.warn({ err, roomName }, 'recordings: stopping on room end failed');
+      });
+    }
+  });
 
   app.addHook('onReady', async () => {
     await rooms.reviveOpenRooms();
     media.reportIfOff();
+    await recordings.recover();
   });
   // Before @fastify/websocket's own preClose: sessions enter their grace period, then sockets close.
   app.addHook('preClose', async () => {
     await hub.close();
   });
   app.addHook('onClose', async () => {
+    unsink();
+    await recordings.close();
     await media.close();
     await store.close();
   });
@@ -69,6 +92,7 @@ export const realtimePlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
     hub.accept(socket, request.query as Record<string, unknown>),
   );
   await app.register(realtimeRoutes, { prefix: '/v1', rooms });
+  await app.register(recordingRoutes, { prefix: '/v1', recordings });
 };
 
 /** The media engines the configuration asks for, by key; empty when media is off. */

@@ -23,6 +23,36 @@ export interface RealtimeRoomsTable {
   ended_reason: string | null;
 }
 
+/**
+ * One row per recording (egress). `status` moves STARTED → PROCESSING → COMPLETED | FAILED; the
+ * row is the conversion job too (`attempts`), so a node that dies leaves enough to finish it.
+ */
+export interface RealtimeRecordingsTable {
+  egress_id: string;
+  project_id: string;
+  room_name: string;
+  /** The room instance recorded (`rm_…`). */
+  room_id: string;
+  status: 'STARTED' | 'PROCESSING' | 'COMPLETED' | 'FAILED';
+  file_type: 'MP4' | 'WEBM' | 'OGG';
+  /** Relative to `DATA_DIR/recordings/files/<project id>`; unique per project. */
+  filepath: string;
+  /** Where Janus writes the `.mjr` files (absolute). */
+  mjr_dir: string;
+  /** The media engine's key (embedded, or a Janus URL). */
+  engine: string;
+  started_at: string;
+  ended_at: string | null;
+  completed_at: string | null;
+  duration: number | null;
+  size: number | string | null;
+  error: string | null;
+  error_detail: string | null;
+  /** Conversion attempts so far. */
+  attempts: number;
+}
+
 export type RealtimeTables = {
   realtime_rooms: RealtimeRoomsTable;
+  realtime_recordings: RealtimeRecordingsTable;
 };

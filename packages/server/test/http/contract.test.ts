@@ -2,6 +2,8 @@
 // answer against the document: its status, its body (against the documented schema) and the
 // headers the API sends (each one it sends must be documented for that answer).
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
@@ -22,7 +24,11 @@ const CONTRACT_HEADERS = ['request-id', 'ratelimit', 'ratelimit-policy', 'retry-
  * Operations whose representative request is refused on purpose (its refusal is what a caller
  * meets first without more set-up); every other operation must succeed.
  */
-const REFUSED = new Map([['POST /v1/verify', 'invalid_code']]);
+const REFUSED = new Map([
+  ['POST /v1/verify', 'invalid_code'],
+  // The contract server runs without a media engine (the recordings browser test starts one).
+  ['POST /v1/realtime/recordings', 'media_unavailable'],
+]);
 
 const pointer = (...parts: string[]) =>
   parts.map((p) => p.replaceAll('~', '~0').replaceAll('/', '~1')).join('/');
@@ -57,7 +63,45 @@ for (const backend of BACKENDS) {
         headers,
         payload: { roomName: 'contract-room', liveType: 'VIDEO_CONFERENCE' },
       });
+      // A finished recording (its row and file, as the conversion job leaves them) and its signed URL.
+      const egressId = 'eg_contract';
+      await s.app.svc.store.db
+        .insertInto('realtime_recordings')
+        .values({
+          egress_id: egressId,
+          project_id: s.project.id,
+          room_name: 'contract-room',
+          room_id: 'rm_contract',
+          status: 'COMPLETED',
+          file_type: 'WEBM',
+          filepath: 'contract-room/eg_contract.webm',
+          mjr_dir: path.join(s.config.media.recordingsDir, 'mjr', egressId),
+          engine: 'embedded',
+          started_at: new Date().toISOString(),
+          ended_at: new Date().toISOString(),
+          completed_at: new Date().toISOString(),
+          duration: 1,
+          size: 4,
+          error: null,
+          error_detail: null,
+          attempts: 1,
+        })
+        .execute();
+      const file = path.join(
+        s.config.media.recordingsDir,
+        'files',
+        s.project.id,
+        'contract-room/eg_contract.webm',
+      );
+      fs.mkdirSync(path.dirname(file), { recursive: true });
+      fs.writeFileSync(file, 'webm');
+      const signed = await s.app.inject({
+        url: `/v1/realtime/recordings/${egressId}/download-url`,
+        headers,
+      });
       ids = {
+        egressId,
+        recordingFileQuery: new URL(signed.json().downloadUrl).search.slice(1),
         projectId: spare.id,
         keyId: key.id,
         webhookId: hook.id,

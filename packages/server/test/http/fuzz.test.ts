@@ -233,7 +233,10 @@ for (const backend of BACKENDS) {
     async function expectHandled(what: string, method: string, url: string, body?: string) {
       requests += 1;
       const res = await call(env, method, url, body);
-      if (res.status >= 500) failures.push(`${what}: ${res.status} ${res.text.slice(0, 200)}`);
+      // A server without a media engine answers a valid recording start 503 media_unavailable.
+      const mediaOff = res.status === 503 && res.text.includes('"code":"media_unavailable"');
+      if (res.status >= 500 && !mediaOff)
+        failures.push(`${what}: ${res.status} ${res.text.slice(0, 200)}`);
       else if (res.status >= 400) {
         let code: unknown;
         try {

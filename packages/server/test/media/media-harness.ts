@@ -33,13 +33,18 @@ export interface MediaNetwork {
   down(): void;
 }
 
-export function mediaNetwork(tag: string, subnet: number): MediaNetwork {
+export function mediaNetwork(
+  tag: string,
+  subnet: number,
+  /** Other areas' tests use their own prefix and `10.<octet>.x.0/24` (recordings: `svcr`, 78). */
+  area: { prefix: string; octet: number } = { prefix: 'svcm', octet: 77 },
+): MediaNetwork {
   if (!/^[a-z0-9]{1,6}$/.test(tag)) throw new Error('tag: 1–6 of [a-z0-9]');
-  const ns = `svcm${tag}`;
+  const ns = `${area.prefix}${tag}`;
   const hostIf = `${ns}a`;
   const nsIf = `${ns}b`;
-  const hostIp = `10.77.${subnet}.1`;
-  const janusIp = `10.77.${subnet}.2`;
+  const hostIp = `10.${area.octet}.${subnet}.1`;
+  const janusIp = `10.${area.octet}.${subnet}.2`;
   const teardown = () => {
     try {
       ip('netns', 'del', ns);

@@ -6,6 +6,7 @@ export { DEFAULT_RETRY_POLICY, type RetryPolicy } from './http.ts';
 export {
   LinksApi,
   type Page,
+  RecordingsApi,
   RoomsApi,
   SvcServer,
   type SvcServerOptions,

@@ -6,13 +6,16 @@ import type {
   Link,
   LinkStats,
   ListLinksQuery,
+  ListRecordingsQuery,
   ListRoomsQuery,
   SendMessageBody,
   SvcCreateRoomOptions,
   SvcParticipantList,
+  SvcRecordingInfo,
   SvcRoomInfo,
   SvcRoomList,
   SvcRoomOptions,
+  SvcStartRecordingOptions,
   SvcTokenResponse,
   UpdateLinkBody,
   UpdateWebhookBody,
@@ -56,6 +59,7 @@ export interface Page<T> {
 export class SvcServer {
   readonly rooms: RoomsApi;
   readonly tokens: TokensApi;
+  readonly recordings: RecordingsApi;
   readonly verify: VerifyApi;
   readonly links: LinksApi;
   readonly webhooks: WebhookEndpointsApi;
@@ -79,6 +83,7 @@ export class SvcServer {
       : null;
     this.rooms = new RoomsApi(keyed);
     this.tokens = new TokensApi(keyed);
+    this.recordings = new RecordingsApi(keyed);
     this.verify = new VerifyApi(keyed);
     this.links = new LinksApi(keyed);
     this.webhooks = new WebhookEndpointsApi(admin, options.projectId);
@@ -127,6 +132,40 @@ export class TokensApi {
    */
   create(options: SvcRoomOptions): Promise<SvcTokenResponse> {
     return this.http.request('POST', '/realtime/token', { body: options });
+  }
+}
+
+/** Recordings (egress) of rooms: one at a time per room; see docs/recordings.md. */
+export class RecordingsApi {
+  constructor(private readonly http: Transport) {}
+
+  /** Starts recording a room with media (`fileType` MP4 by default; OGG is audio only). */
+  start(options: SvcStartRecordingOptions): Promise<SvcRecordingInfo> {
+    return this.http.request('POST', '/realtime/recordings', { body: options });
+  }
+  /** Stops a recording and waits for its file: `COMPLETED`, `FAILED` or still `PROCESSING`. */
+  stop(egressId: string): Promise<SvcRecordingInfo> {
+    return this.http.request('POST', `/realtime/recordings/${seg(egressId)}/stop`);
+  }
+  /** Recordings in progress, of one room or all. */
+  listActive(roomName?: string): Promise<{ items: SvcRecordingInfo[] }> {
+    return this.http.request('GET', '/realtime/recordings/active', { query: { roomName } });
+  }
+  /** Every recording, newest first (`page` 1, `limit` 10 by default). */
+  list(query: ListRecordingsQuery = {}): Promise<Page<SvcRecordingInfo>> {
+    return this.http.request('GET', '/realtime/recordings', { query });
+  }
+  get(egressId: string): Promise<SvcRecordingInfo> {
+    return this.http.request('GET', `/realtime/recordings/${seg(egressId)}`);
+  }
+  /** A signed URL to the file that works without a key for `expiresIn` seconds (default 3600). */
+  downloadUrl(
+    egressId: string,
+    expiresIn?: number,
+  ): Promise<{ downloadUrl: string; expiresIn: number }> {
+    return this.http.request('GET', `/realtime/recordings/${seg(egressId)}/download-url`, {
+      query: { expiresIn },
+    });
   }
 }
 

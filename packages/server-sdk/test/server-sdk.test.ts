@@ -99,6 +99,18 @@ for (const backend of BACKENDS) {
       assert.equal(t.token.split('.').length, 3);
     });
 
+    test('recordings: lists, lookups and a room without media', async () => {
+      const page = await svc.recordings.list({ limit: 5 });
+      assert.deepEqual(page.items, []);
+      assert.equal(page.meta.total, 0);
+      assert.deepEqual((await svc.recordings.listActive('nowhere')).items, []);
+      await rejectsWith(svc.recordings.get('egr_none'), 'recording_not_found');
+      await rejectsWith(svc.recordings.downloadUrl('egr_none'), 'recording_not_found');
+      await svc.rooms.create({ roomName: 'sdk-rec-room', liveType: 'VIDEO_CONFERENCE' });
+      // The test server runs without a media engine (SVC_MEDIA=off).
+      await rejectsWith(svc.recordings.start({ roomName: 'sdk-rec-room' }), 'media_unavailable');
+    });
+
     test('verify: validate a token, logs and stats', async () => {
       const result = await svc.verify.validateToken('not-a-token');
       assert.equal(result.valid, false);

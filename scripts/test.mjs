@@ -42,6 +42,9 @@ if (built.status !== 0) process.exit(built.status ?? 1);
 // Tests run the TypeScript sources: the `svc-source` condition makes @svc/* resolve to src/
 // (in every child process too, through NODE_OPTIONS).
 const env = {
+  // Server processes the tests start: a loaded machine may stall a healthy Redis call past the
+  // 1 s default (the outage tests set their own deadlines).
+  SVC_STATE_TIMEOUT_MS: '5000',
   ...process.env,
   NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --conditions=svc-source`.trim(),
 };

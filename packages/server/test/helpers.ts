@@ -35,6 +35,13 @@ export const BACKENDS: Backend[] = [
 
 export const DIALECTS: Backend['db'][] = ['sqlite', ...(DATABASE_URL ? ['postgres' as const] : [])];
 
+/**
+ * Redis's deadline per call in test servers: a loaded CI machine (browsers, Janus, Maven on two
+ * cores) can stall a healthy call past the 1 s default and turn it into a 503. The outage tests
+ * set their own short deadlines.
+ */
+export const TEST_STATE_TIMEOUT_MS = 5000;
+
 export function uniqueName(prefix: string) {
   return `${prefix}_${randomBytes(6).toString('hex')}`;
 }
@@ -95,7 +102,7 @@ export function freshState(
     const state = new MemoryState();
     return { state, prefix, drop: () => state.close() };
   }
-  const state = new RedisState(REDIS_URL!, prefix);
+  const state = new RedisState(REDIS_URL!, prefix, TEST_STATE_TIMEOUT_MS);
   return {
     state,
     prefix,
@@ -167,6 +174,7 @@ export async function startTestServer(
     LOG_LEVEL: 'info',
     SVC_BOOTSTRAP: 'false',
     SVC_MEDIA: 'off',
+    SVC_STATE_TIMEOUT_MS: String(TEST_STATE_TIMEOUT_MS),
     ...options.env,
   });
   const logs = new LogCapture();

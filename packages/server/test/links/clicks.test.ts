@@ -25,6 +25,7 @@ import {
   freshStore,
   LogCapture,
   REDIS_URL,
+  TEST_STATE_TIMEOUT_MS,
 } from '../helpers.ts';
 
 /** Each way clicks reach a store: SQLite with in-process candidates, PostgreSQL with Redis. */
@@ -324,7 +325,7 @@ test('nodes of a fleet match each other’s clicks through Redis', {
 }, async () => {
   const a = freshState('redis');
   // Another node: its own connection to the same Redis, under the same prefix.
-  const bState = new RedisState(REDIS_URL!, a.prefix);
+  const bState = new RedisState(REDIS_URL!, a.prefix, TEST_STATE_TIMEOUT_MS);
   try {
     const nodeA: CandidateStore = candidateStoreFor(a.state, 100);
     const nodeB: CandidateStore = candidateStoreFor(bState, 100);

@@ -75,8 +75,8 @@ export interface Config {
   /** `SVC_BODY_LIMIT` (1048576): the largest request body in bytes. */
   bodyLimitBytes: number;
   /**
-   * `SVC_LINKS_MAX_CANDIDATES` (1000000): deferred-link match candidates a node keeps at most
-   * (about 105 bytes each, reserved at the first one; the oldest are dropped first).
+   * `SVC_LINKS_MAX_CANDIDATES` (1000000): deferred-link match candidates the in-process store
+   * keeps at most (least recently written dropped first; not used with Redis).
    */
   linksMaxCandidates: number;
   /**

@@ -60,8 +60,10 @@ try {
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const adminToken = `admin_${Math.random().toString(36).slice(2)}${Date.now()}`;
+  // Its own process group: npx runs the server as a grandchild, and stopping must reach it.
   server = spawn('npx', ['--no-install', 'svc-server'], {
     cwd: app,
+    detached: true,
     env: {
       ...process.env,
       NODE_OPTIONS: '',
@@ -183,9 +185,26 @@ try {
 } finally {
   await context?.close();
   pageServer?.close();
-  if (server && server.exitCode === null) {
-    server.kill('SIGTERM');
-    await new Promise((r) => server.once('exit', r));
-  }
+  if (server) await stopGroup(server);
   fs.rmSync(work, { recursive: true, force: true });
+}
+// Nothing of the check may keep this process alive (a stray pipe or timer).
+process.exit(process.exitCode ?? 0);
+
+/** SIGTERM to the server's whole process group, SIGKILL after 10 s; resolves when it is gone. */
+async function stopGroup(child) {
+  const signal = (sig) => {
+    try {
+      process.kill(-child.pid, sig);
+      return true;
+    } catch {
+      return false; // the group is gone
+    }
+  };
+  if (!signal('SIGTERM')) return;
+  for (let i = 0; i < 100; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    if (!signal(0)) return;
+  }
+  signal('SIGKILL');
 }

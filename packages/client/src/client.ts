@@ -147,6 +147,8 @@ interface Run {
   heartbeat?: ReturnType<typeof setInterval>;
   /** Cuts a backoff wait short when the run ends. */
   wake?: () => void;
+  /** The reconnection loop is running. */
+  reconnecting?: boolean;
 }
 
 /**
@@ -186,9 +188,15 @@ export class SvcClient {
    * server's text when it gave one (e.g. the reason of a kick).
    */
   onDisconnected?: (reason: SvcDisconnectReason, detail?: { message?: string }) => void;
-  /** The connection dropped; the client is reconnecting. */
+  /**
+   * The connection dropped, or the server lost this client's media (a Janus instance died, the
+   * session moved to another node): the client is reconnecting and re-establishing its media.
+   */
   onReconnecting?: () => void;
-  /** The client is back in the room after a drop (resumed, or rejoined as a new session). */
+  /**
+   * The client is back in the room after a drop (resumed, or rejoined as a new session) and the
+   * media it had is published and subscribed again.
+   */
   onReconnected?: () => void;
   /**
    * The server holds this client: until a host joins (`NO_HOST`, `canJoinWithNoHost: false`) or
@@ -717,6 +725,9 @@ export class SvcClient {
         return;
       }
       case 'session.resumed':
+        this.#media?.afterResume(
+          (frame.data as { subscriptions?: string[] } | undefined)?.subscriptions,
+        );
         handshake.established('resumed');
         return;
       case 'session.waiting':
@@ -793,7 +804,29 @@ export class SvcClient {
       stopped: (track) => notify(this.onMediaStopped, who(track), track, track.kind),
       muted: (track) => notify(this.onMediaMuted, who(track), track),
       failed: (err) => notify(this.onMediaError, asSvcError(err)),
+      recovering: (active) => this.#onMediaRecovering(active),
     });
+  }
+
+  /**
+   * Lost media shows as RECONNECTING while the socket is up: the state leaves CONNECTED when the
+   * recovery starts and comes back when it ends. During a socket reconnection, the loop's end
+   * waits for it instead.
+   */
+  #onMediaRecovering(active: boolean) {
+    const run = this.#run;
+    if (!run || run.ended || !run.channel?.isOpen) return;
+    if (active && this.#state.value === SvcConnectionState.CONNECTED) {
+      this.#state.set(SvcConnectionState.RECONNECTING);
+      notify(this.onReconnecting);
+    } else if (
+      !active &&
+      this.#state.value === SvcConnectionState.RECONNECTING &&
+      !run.reconnecting
+    ) {
+      this.#state.set(SvcConnectionState.CONNECTED);
+      notify(this.onReconnected);
+    }
   }
 
   #onChannelClosed(run: Run, channel: Channel, close: ChannelClose) {
@@ -811,6 +844,15 @@ export class SvcClient {
   }
 
   async #reconnectLoop(run: Run) {
+    run.reconnecting = true;
+    try {
+      await this.#reconnectAttempts(run);
+    } finally {
+      run.reconnecting = false;
+    }
+  }
+
+  async #reconnectAttempts(run: Run) {
     run.droppedAt = Date.now();
     this.#state.set(SvcConnectionState.RECONNECTING);
     notify(this.onReconnecting);
@@ -831,6 +873,8 @@ export class SvcClient {
         continue;
       }
       if (run.ended) return;
+      // Media the server lost meanwhile is still coming back: #onMediaRecovering ends this.
+      if (this.#media?.recovering) return;
       this.#state.set(SvcConnectionState.CONNECTED);
       notify(this.onReconnected);
       return;

@@ -571,8 +571,20 @@ export class SvcRoomController {
     this.#state.set({ ...this.#s, ...patch });
   }
 
+  /**
+   * Applies a poll view from an ack. The ack can be older than events already mirrored (votes
+   * committed on other nodes reached this socket before the ack): votes only grow and a poll
+   * only ends, so the shared fields keep the newer of the two; the caller's own fields (`myVote`,
+   * after-vote results) come from the ack.
+   */
   #replacePoll(poll: SvcPoll) {
-    const polls = this.#s.polls.map((p) => (p.id === poll.id ? { ...p, ...poll } : p));
+    const polls = this.#s.polls.map((p) => {
+      if (p.id !== poll.id) return p;
+      const stale = poll.totalVotes < p.totalVotes || (p.endedAt !== null && poll.endedAt === null);
+      return stale
+        ? { ...p, myVote: poll.myVote, results: p.results ?? poll.results }
+        : { ...p, ...poll };
+    });
     this.#set({ polls });
   }
 

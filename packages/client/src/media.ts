@@ -153,6 +153,8 @@ export class MediaSession {
   #iceServers: SvcIceServer[] = [];
   #selfSid = '';
   #closed = false;
+  /** Publications and subscriptions being re-established after the server lost them. */
+  readonly #recovering = new Set<Publication | Subscription>();
 
   constructor(
     private readonly transport: MediaTransport,
@@ -163,8 +165,23 @@ export class MediaSession {
       stopped(track: SvcTrackInfo): void;
       muted(track: SvcTrackInfo): void;
       failed(err: unknown): void;
+      /** True when this client starts re-establishing lost media, false when all of it is back. */
+      recovering(active: boolean): void;
     },
   ) {}
+
+  #recover(item: Publication | Subscription, active: boolean) {
+    const before = this.#recovering.size;
+    if (active) this.#recovering.add(item);
+    else this.#recovering.delete(item);
+    if (before === 0 && this.#recovering.size > 0) this.events.recovering(true);
+    else if (before > 0 && this.#recovering.size === 0) this.events.recovering(false);
+  }
+
+  /** Whether lost media is being re-established (the client shows RECONNECTING meanwhile). */
+  get recovering() {
+    return this.#recovering.size > 0;
+  }
 
   /** Every published track in the room (this client's included), in publish order. */
   get tracks(): SvcTrackInfo[] {
@@ -208,7 +225,7 @@ export class MediaSession {
       if (!this.#tracks.has(trackId)) this.#closeSub(trackId, sub);
     }
     for (const pub of this.#pubs.values()) {
-      if (!pub.trackId || !this.#tracks.has(pub.trackId)) this.#republish(pub);
+      if (!pub.trackId || !this.#tracks.has(pub.trackId)) this.#republish(pub, 0, true);
     }
     if (this.autoSubscribe) {
       for (const t of this.#tracks.values()) {
@@ -235,9 +252,10 @@ export class MediaSession {
       if (sub) this.#closeSub(track.trackId, sub);
       this.events.stopped(track);
       if (track.sid === this.#selfSid && reason !== 'UNPUBLISHED') {
-        // The server lost our track (engine restart, hangup): publish the same source again.
+        // The server lost our track (engine restart, hangup, session moved to another node):
+        // publish the same source again.
         const pub = [...this.#pubs.values()].find((p) => p.trackId === track.trackId);
-        if (pub) this.#republish(pub);
+        if (pub) this.#republish(pub, 0, true);
       }
       return true;
     }
@@ -345,18 +363,50 @@ export class MediaSession {
 
   /**
    * Publishes `pub` again; an engine that is not back yet (`media_unavailable`, `media_failed`)
-   * is retried 8 times, 250 ms doubling to 4 s.
+   * is retried 8 times, 250 ms doubling to 4 s. `lost`: the server lost it (the client shows
+   * RECONNECTING until it is published again or given up).
    */
-  #republish(pub: Publication, retry = 0) {
-    if (this.#closed || this.#pubs.get(pub.source) !== pub) return;
-    this.#publish(pub).catch((err) => {
-      const code = (err as SvcError).code;
-      if ((code === 'media_unavailable' || code === 'media_failed') && retry < 8) {
-        setTimeout(() => this.#republish(pub, retry + 1), Math.min(4000, 250 * 2 ** retry));
-        return;
-      }
-      this.events.failed(err);
-    });
+  #republish(pub: Publication, retry = 0, lost = false) {
+    if (this.#closed || this.#pubs.get(pub.source) !== pub) {
+      this.#recover(pub, false);
+      return;
+    }
+    if (lost) this.#recover(pub, true);
+    this.#publish(pub).then(
+      () => {
+        if (pub.trackId || this.#pubs.get(pub.source) !== pub) this.#recover(pub, false);
+      },
+      (err) => {
+        const code = (err as SvcError).code;
+        if ((code === 'media_unavailable' || code === 'media_failed') && retry < 8) {
+          setTimeout(() => this.#republish(pub, retry + 1), Math.min(4000, 250 * 2 ** retry));
+          return;
+        }
+        this.#recover(pub, false);
+        this.events.failed(err);
+      },
+    );
+  }
+
+  /**
+   * After a resume: the server names the subscriptions it still holds for this session. The
+   * others were held by another server node (the session moved): subscribe to them again.
+   */
+  afterResume(held: readonly string[] | undefined) {
+    if (!held) return;
+    const keep = new Set(held);
+    for (const [trackId, sub] of [...this.#subs]) {
+      if (!sub.subscriptionId || keep.has(sub.subscriptionId)) continue;
+      this.#closeSub(trackId, sub);
+      const info = this.#tracks.get(trackId);
+      if (!info) continue;
+      this.#recover(sub, true);
+      this.subscribe(trackId)
+        .catch((err) => {
+          if ((err as SvcError).code !== 'track_not_found') this.events.failed(err);
+        })
+        .finally(() => this.#recover(sub, false));
+    }
   }
 
   #trickle(id: string, candidate: Record<string, unknown> | null) {
@@ -368,6 +418,7 @@ export class MediaSession {
     const pub = this.#pubs.get(source);
     if (!pub) return;
     this.#pubs.delete(source);
+    this.#recover(pub, false);
     pub.attempt++;
     const trackId = pub.trackId;
     pub.pc?.close();
@@ -459,6 +510,7 @@ export class MediaSession {
   /** Closes every PeerConnection and stops every capture (the client left the room). */
   close() {
     this.#closed = true;
+    this.#recovering.clear();
     for (const pub of this.#pubs.values()) {
       pub.pc?.close();
       pub.track.stop();

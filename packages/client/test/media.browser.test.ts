@@ -275,6 +275,9 @@ describe('media in real browsers', { skip: skip ?? false, timeout: 240_000 }, ()
   test('Janus killed mid-call is restarted and both browsers decode again', async () => {
     const old = [...(await remote(alice)), ...(await remote(bob))].map((t) => t.trackId);
     const engine = s.app.svc.media!.engineForTests as unknown as { pid: number };
+    const statesBefore = await Promise.all(
+      [alice, bob].map((b) => b.page.evaluate(() => (window as any).svcm.states.length as number)),
+    );
     const t0 = performance.now();
     process.kill(engine.pid, 'SIGKILL');
     await waitRemote(
@@ -294,6 +297,18 @@ describe('media in real browsers', { skip: skip ?? false, timeout: 240_000 }, ()
       `# janus restart: both browsers decoding new tracks ${ms.toFixed(0)} ms after SIGKILL`,
     );
     assert.ok(ms < 30_000, `recovered in ${ms} ms`);
+    // Each client showed its lost media as RECONNECTING, then CONNECTED once it was back.
+    for (const [i, b] of [alice, bob].entries()) {
+      const deadline = Date.now() + 10_000;
+      let states: string[] = [];
+      for (;;) {
+        states = (await b.page.evaluate(() => (window as any).svcm.states)).slice(statesBefore[i]);
+        if (states.at(-1) === 'CONNECTED') break;
+        if (Date.now() > deadline) break;
+        await b.page.waitForTimeout(50);
+      }
+      assert.deepEqual(states, ['RECONNECTING', 'CONNECTED']);
+    }
   });
 
   test('leaving frees every Janus handle', async () => {

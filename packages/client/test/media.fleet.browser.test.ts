@@ -7,6 +7,7 @@ import { buildApp } from '../../server/src/app.ts';
 import { loadConfig } from '../../server/src/config.ts';
 import { loadMediaConfig } from '../../server/src/media/config.ts';
 import { JanusProcess } from '../../server/src/media/janus-process.ts';
+import { TcpProxy } from '../../server/test/fixtures/tcp-proxy.ts';
 import {
   DATABASE_URL,
   freshState,
@@ -119,9 +120,12 @@ describe('media fleet: two Janus instances, two nodes', {
     for (const n of nodes) browsers.push(await openBrowser(n.baseUrl, bundle));
   });
 
+  let proxy: TcpProxy | null = null;
+
   after(async () => {
     for (const b of browsers) await b.close();
     for (const n of nodes) await n.close();
+    await proxy?.close();
     for (const j of janus) await j.stop();
     await dropState?.();
     await dropStore?.();
@@ -193,6 +197,86 @@ describe('media fleet: two Janus instances, two nodes', {
       `# fleet failover: both decoding on the other instance ${(performance.now() - t0).toFixed(0)} ms after its peer stopped`,
     );
     assert.equal(await janusHandles(net, ADMIN_PORTS[1 - placed]), 2 + 4);
+    // Both clients showed the lost media as RECONNECTING and came back to CONNECTED.
+    for (const b of browsers) {
+      const states: string[] = await b.page.evaluate(() => (window as any).svcm.states);
+      const tail = states.slice(states.lastIndexOf('RECONNECTING'));
+      assert.deepEqual(tail, ['RECONNECTING', 'CONNECTED'], JSON.stringify(states));
+    }
     for (const b of browsers) await b.page.evaluate(() => (window as any).svcm.disconnect());
+    // Janus up again for the next test.
+    await janus[placed]!.start();
+    for (const n of nodes) await n.svc.media!.ready(15_000);
+  });
+
+  /** Frames decoded of `userId`'s video now and a moment later: the later count is higher. */
+  async function decoding(b: TestBrowser, userId: string) {
+    const frames = async () =>
+      ((await b.page.evaluate(() => (window as any).svcm.remote())) as any[]).find(
+        (x) => x.userId === userId && x.kind === 'video',
+      )?.framesDecoded ?? 0;
+    const first = await frames();
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline) {
+      if ((await frames()) >= first + 10) return;
+      await b.page.waitForTimeout(100);
+    }
+    throw new Error(`${userId}'s video is not being decoded`);
+  }
+
+  test('a node that goes away: its sessions resume on the other node and publish and subscribe there again', async () => {
+    // Browser 0 reaches node 0 through a proxy, as through a load balancer; "node 0 dies" is
+    // the proxy cutting its connections and moving to node 1, then node 0 stopping (its Janus
+    // sessions and handles end).
+    const url0 = new URL(nodes[0]!.baseUrl);
+    proxy = await TcpProxy.start({ host: url0.hostname, port: Number(url0.port) });
+    const front = `http://127.0.0.1:${proxy.port}`;
+    (nodes[0]!.svc.config as { publicUrl: string }).publicUrl = front;
+    (nodes[1]!.svc.config as { publicUrl: string }).publicUrl = front;
+    const room = uniqueName('moved');
+    const users = ['cat', 'dan'];
+    const urls = [front, nodes[1]!.baseUrl];
+    for (const [i, b] of browsers.entries()) {
+      await b.page.evaluate(() => (window as any).svcm.states.splice(0));
+      const config = { projectId: project.id, apiKey: project.clientKey, baseUrl: urls[i] };
+      const opts = {
+        roomName: room,
+        liveType: 'VIDEO_CONFERENCE',
+        participant: { userId: users[i], name: users[i] },
+      };
+      const res = await b.page.evaluate(([c, o]) => (window as any).svcm.connect(c, o), [
+        config,
+        opts,
+      ] as const);
+      assert.equal(res.ok, true, JSON.stringify(res));
+      const cam = await b.page.evaluate(() => (window as any).svcm.enable('camera'));
+      assert.equal(cam.ok, true, JSON.stringify(cam));
+    }
+    const before = await remoteVideo(browsers[1]!, 'cat', 20, []);
+    await remoteVideo(browsers[0]!, 'dan', 20, []);
+
+    const t0 = performance.now();
+    const url1 = new URL(nodes[1]!.baseUrl);
+    proxy.retarget({ host: url1.hostname, port: Number(url1.port) });
+    await proxy.drop();
+    await proxy.restore();
+    const closing = nodes[0]!.close();
+    // cat's camera comes back as a new track, published through node 1; dan's video reaches cat
+    // again through a subscription node 1 holds.
+    await remoteVideo(browsers[1]!, 'cat', 10, [before.trackId]);
+    await decoding(browsers[0]!, 'dan');
+    console.log(
+      `# node gone: decoding both ways through the other node ${(performance.now() - t0).toFixed(0)} ms later`,
+    );
+    const stopped = (await browsers[1]!.page.evaluate(() => (window as any).svcm.events)).find(
+      (e: { type: string; trackId: string }) =>
+        e.type === 'stopped' && e.trackId === before.trackId,
+    );
+    assert.ok(stopped, "dan saw cat's old track stop");
+    const states: string[] = await browsers[0]!.page.evaluate(() => (window as any).svcm.states);
+    assert.equal(states.at(-1), 'CONNECTED', JSON.stringify(states));
+    assert.ok(states.includes('RECONNECTING'), JSON.stringify(states));
+    for (const b of browsers) await b.page.evaluate(() => (window as any).svcm.disconnect());
+    await closing;
   });
 });

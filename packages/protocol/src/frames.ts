@@ -69,7 +69,12 @@ export const SERVER_FRAME_SCHEMAS = {
   'session.joined': eventFrame('session.joined', RoomSnapshotSchema),
   'session.resumed': eventFrame(
     'session.resumed',
-    Type.Object({ sessionId: Type.String(), replayed: Type.Integer({ minimum: 0 }) }),
+    Type.Object({
+      sessionId: Type.String(),
+      replayed: Type.Integer({ minimum: 0 }),
+      /** The media subscriptions the server still holds for the session (see the protocol doc). */
+      subscriptions: Type.Optional(Type.Array(Type.String())),
+    }),
   ),
   'session.waiting': eventFrame(
     'session.waiting',

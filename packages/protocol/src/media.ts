@@ -164,6 +164,11 @@ export const TRACK_STOP_REASONS = [
   'ENGINE_RESTARTED',
   /** The engine reported the publisher's PeerConnection gone (ICE failed, hang-up). */
   'HANGUP',
+  /**
+   * The publisher's session resumed on another server node, which does not hold the track's
+   * engine handle. The client library publishes the source again through the new node.
+   */
+  'MOVED',
 ] as const;
 export type TrackStopReason = (typeof TRACK_STOP_REASONS)[number];
 

@@ -425,7 +425,7 @@ export interface SessionFrameData {
   /** The snapshot after session.join (or after admission from waiting). */
   'session.joined': RoomSnapshot;
   /** After session.resume succeeded; the missed room events (seq > lastSeq) follow. */
-  'session.resumed': { sessionId: string; replayed: number };
+  'session.resumed': { sessionId: string; replayed: number; subscriptions?: string[] };
   /** No host is present and the token does not allow joining without one. */
   'session.waiting': { reason: 'NO_HOST' | 'APPROVAL' };
   /** A host arrived; `session.joined` follows at once. */

@@ -47,6 +47,7 @@ export class JanusProcess {
 
   /** Writes the config folder and starts Janus (ending one a previous server left behind). */
   start() {
+    this.stopping = false;
     this.writeConfig();
     this.killOrphan();
     this.spawn();

@@ -183,6 +183,15 @@ export class MediaService {
     return [...this.engines.values()].flatMap((e) => e.handles());
   }
 
+  /** The ids of the subscriptions this node holds for session `sid` (sent on resume). */
+  subscriptionsOf(rid: string, sid: string): string[] {
+    const ids: string[] = [];
+    for (const leg of this.legs.values()) {
+      if (leg.kind === 'sub' && leg.rid === rid && leg.sid === sid) ids.push(leg.id);
+    }
+    return ids;
+  }
+
   snapshot(room: LiveRoom, claims: RoomClaims): MediaSnapshot {
     return {
       available: this.engines.size > 0,

@@ -608,7 +608,18 @@ export class RoomService implements ControllerRooms {
       if ((await this.store.readAfter(claims.rid, data.lastSeq)) === null)
         return { kind: 'failed' };
       Object.assign(p, { connected: true, disconnectedAtMs: null, nodeId, connId });
-      const { lastSeq } = await tx.commit(room, [], this.dueAt(room));
+      // Tracks published through another node stop (MOVED): that node held their engine
+      // handles, and it may be gone. The client publishes them again through this node.
+      const moved = (room.tracks ?? []).filter((t) => t.sid === p.sid && t.nodeId !== nodeId);
+      room.tracks = (room.tracks ?? []).filter((t) => !moved.includes(t));
+      const { lastSeq } = await tx.commit(
+        room,
+        moved.map((t) => ({
+          type: 'media.stopped',
+          data: { track: trackInfo(t), reason: 'MOVED' },
+        })),
+        this.dueAt(room),
+      );
       const replay = (await this.store.readAfter(claims.rid, data.lastSeq)) ?? [];
       return { kind: 'resumed', sid: p.sid, replay, lastSeq };
     });

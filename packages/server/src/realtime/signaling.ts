@@ -418,6 +418,7 @@ export class SignalingHub {
       this.sessionFrame(conn, 'session.resumed', {
         sessionId: result.sid,
         replayed: result.replay.length,
+        subscriptions: this.media?.subscriptionsOf(claims.rid, result.sid) ?? [],
       });
       for (const ev of result.replay) this.deliverTo(conn, ev);
       this.flushRing(conn);

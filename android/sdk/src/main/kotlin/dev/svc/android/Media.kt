@@ -82,4 +82,7 @@ public enum class SvcTrackStopReason {
 
     /** The publisher's connection to the media server ended. */
     HANGUP,
+
+    /** The publisher's session resumed on another server node; it publishes again from there. */
+    MOVED,
 }

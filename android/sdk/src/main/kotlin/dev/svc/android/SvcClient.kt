@@ -561,7 +561,7 @@ public class SvcClient internal constructor(
                 val media = r.media
                 if (media != null) {
                     scope.launch {
-                        runCatching { media.onTrackStopped(data.track, self.sid, data.reason == SvcTrackStopReason.ENGINE_RESTARTED) }
+                        runCatching { media.onTrackStopped(data.track, self.sid, data.reason == SvcTrackStopReason.ENGINE_RESTARTED || data.reason == SvcTrackStopReason.MOVED) }
                     }
                 }
             }

@@ -202,7 +202,12 @@ internal data class MediaSubscriptionIdData(val subscriptionId: String) {
 }
 
 @Serializable
-internal data class SessionResumedData(val sessionId: String, val replayed: Int)
+internal data class SessionResumedData(
+    val sessionId: String,
+    val replayed: Int,
+    /** The media subscriptions the server still holds for the session (the others are subscribed again). */
+    val subscriptions: List<String>? = null,
+)
 
 @Serializable
 internal data class SessionWaitingData(val reason: String)

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import dgram from 'node:dgram';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -27,6 +29,45 @@ const skip =
 
 const TURN_SECRET = 'svcm-turn-secret';
 
+/**
+ * Resolves once a STUN Binding request to host:port is answered (coturn is listening); rejects
+ * after `timeoutMs`, or at once when `proc` has exited (e.g. the port was taken).
+ */
+async function stunAnswers(host: string, port: number, proc: ChildProcess, timeoutMs: number) {
+  const socket = dgram.createSocket('udp4');
+  try {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (proc.exitCode !== null) throw new Error(`turnserver exited (${proc.exitCode})`);
+      const txid = randomBytes(12);
+      // Binding request: type 0x0001, length 0, the magic cookie, a transaction id.
+      const req = Buffer.concat([Buffer.from([0, 1, 0, 0, 0x21, 0x12, 0xa4, 0x42]), txid]);
+      const answered = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => done(false), 200);
+        const onMessage = (msg: Buffer) => {
+          if (
+            msg.length >= 20 &&
+            msg.readUInt16BE(0) === 0x0101 &&
+            msg.subarray(8, 20).equals(txid)
+          )
+            done(true);
+        };
+        const done = (ok: boolean) => {
+          clearTimeout(timer);
+          socket.off('message', onMessage);
+          resolve(ok);
+        };
+        socket.on('message', onMessage);
+        socket.send(req, port, host);
+      });
+      if (answered) return;
+      if (Date.now() > deadline) throw new Error(`no STUN answer from ${host}:${port}`);
+    }
+  } finally {
+    socket.close();
+  }
+}
+
 describe('relay-only media through coturn', { skip: skip ?? false, timeout: 180_000 }, () => {
   let net: MediaNetwork;
   let s: ListeningServer;
@@ -35,6 +76,8 @@ describe('relay-only media through coturn', { skip: skip ?? false, timeout: 180_
 
   before(async () => {
     net = mediaNetwork('tn', 22);
+    // A port of its own: a coturn the system started (or a crashed run left) may hold 3478.
+    const turnPort = 30_000 + Math.floor(Math.random() * 15_000);
     const log = fs.openSync(path.join(net.dir, 'turnserver.log'), 'a');
     turn = spawn(
       '/usr/bin/turnserver',
@@ -42,7 +85,7 @@ describe('relay-only media through coturn', { skip: skip ?? false, timeout: 180_
         '-n',
         `--listening-ip=${net.hostIp}`,
         `--relay-ip=${net.hostIp}`,
-        '--listening-port=3478',
+        `--listening-port=${turnPort}`,
         '--min-port=49160',
         '--max-port=49260',
         '--use-auth-secret',
@@ -59,9 +102,10 @@ describe('relay-only media through coturn', { skip: skip ?? false, timeout: 180_
       { stdio: ['ignore', log, log] },
     );
     fs.closeSync(log);
+    await stunAnswers(net.hostIp, turnPort, turn, 10_000);
     s = await startListeningServer(BACKENDS[0]!, {
       ...mediaEnv(net),
-      SVC_TURN_URLS: `turn:${net.hostIp}:3478?transport=udp`,
+      SVC_TURN_URLS: `turn:${net.hostIp}:${turnPort}?transport=udp`,
       SVC_TURN_SECRET: TURN_SECRET,
     });
     await s.app.svc.media!.ready(10_000);

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { startListeningServer } from '../packages/client/test/helpers.ts';
@@ -33,6 +34,17 @@ const heapUsed = () => {
   gc();
   return process.memoryUsage().heapUsed;
 };
+
+/** Publishers of the Janus-CPU comparison, the measuring window, and the scaling steps (rooms of 4). */
+const CPU_PUBLISHERS = 4;
+const WINDOW_MS = 8000;
+const SCALE_ROOMS = [1, 5, 10];
+
+/** CPU seconds (user + system) process `pid` has used (/proc/<pid>/stat, clock ticks of 10 ms). */
+function cpuSeconds(pid: number) {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
 
 const pct = (values: number[], p: number) => {
   const s = [...values].sort((a, b) => a - b);
@@ -131,6 +143,85 @@ export async function run(): Promise<string> {
     for (const c of media) await c.close();
     const perParticipantKiB = (mediaHeap - plainHeap) / HEAP_PARTICIPANTS / 1024;
 
+    // Janus CPU per publisher: small cameras published through Svc (nobody subscribing) against
+    // the same cameras published straight to Janus, each measured over the same window.
+    const janusPid = (s.app.svc.media!.engineForTests as unknown as { pid: number }).pid;
+    const small = { width: 320, height: 240, frameRate: 15 };
+    const cpuWindow = async () => {
+      await new Promise((r) => setTimeout(r, 2000));
+      const j0 = cpuSeconds(janusPid);
+      const s0 = process.cpuUsage();
+      const t0 = performance.now();
+      await new Promise((r) => setTimeout(r, WINDOW_MS));
+      const secs = (performance.now() - t0) / 1000;
+      const server = process.cpuUsage(s0);
+      return {
+        janus: (cpuSeconds(janusPid) - j0) / secs,
+        server: (server.user + server.system) / 1e6 / secs,
+      };
+    };
+    const pubJoins = Array.from({ length: CPU_PUBLISHERS }, (_, i) => ({
+      roomName: `cpu-${i}-${Date.now()}`,
+      userId: `p${i}`,
+    }));
+    // The latency rounds' bare publishers are still sending: stop them first.
+    await pub.page.evaluate(() => (window as any).many.rawStop());
+    const svcStart = await pub.page.evaluate(
+      ([c, j, v]) => (window as any).many.start(c, j, v, false),
+      [config, pubJoins, small] as const,
+    );
+    if (!svcStart.ok) throw new Error(JSON.stringify(svcStart));
+    const svcCpu = await cpuWindow();
+    await pub.page.evaluate(() => (window as any).many.stop());
+    await pub.page.evaluate(([u, n, v]) => (window as any).many.raw(u, n, v), [
+      janusUrl,
+      CPU_PUBLISHERS,
+      small,
+    ] as const);
+    const rawCpu = await cpuWindow();
+    await pub.page.evaluate(() => (window as any).many.rawStop());
+
+    // How cost grows: rooms of 4 publishers, each receiving the other 3 (two per room in each
+    // browser), 1, 5 and 10 rooms.
+    const steps: string[] = [];
+    for (const rooms of SCALE_ROOMS) {
+      const stamp = Date.now();
+      const joins = (b: number) =>
+        Array.from({ length: rooms * 2 }, (_, i) => ({
+          roomName: `scale-${rooms}-${Math.floor(i / 2)}-${stamp}`,
+          userId: `b${b}u${i}`,
+        }));
+      const h0 = heapUsed();
+      const t0 = performance.now();
+      const started = await Promise.all(
+        [pub, sub].map((b, i) =>
+          b.page.evaluate(([c, j, v]) => (window as any).many.start(c, j, v, true), [
+            config,
+            joins(i),
+            small,
+          ] as const),
+        ),
+      );
+      for (const r of started) if (!r.ok) throw new Error(JSON.stringify(r));
+      const want = rooms * 4 * 3;
+      let decoding = 0;
+      const deadline = Date.now() + 60_000;
+      while (Date.now() < deadline) {
+        decoding = 0;
+        for (const b of [pub, sub])
+          decoding += await b.page.evaluate(() => (window as any).many.decoding());
+        if (decoding >= want) break;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      const readyMs = performance.now() - t0;
+      const heap = (heapUsed() - h0) / (rooms * 4) / 1024;
+      const cpu = await cpuWindow();
+      steps.push(
+        `| ${rooms} | ${rooms * 4} | ${decoding} of ${want} | ${fmt(readyMs / 1000, 1)} | ${fmt(cpu.janus * 100, 1)} | ${fmt((cpu.janus * 100) / (rooms * 4), 2)} | ${fmt(cpu.server * 100, 1)} | ${fmt((cpu.server * 100) / (rooms * 4), 2)} | ${fmt(heap, 1)} |`,
+      );
+      for (const b of [pub, sub]) await b.page.evaluate(() => (window as any).many.stop());
+    }
+
     const row = (name: string, v: number[]) =>
       `| ${name} | ${fmt(pct(v, 50))} | ${fmt(pct(v, 95))} | ${fmt(Math.min(...v))} | ${fmt(Math.max(...v))} |`;
     const addedMedian = pct(svcTimes, 50) - pct(rawTimes, 50);
@@ -146,6 +237,14 @@ export async function run(): Promise<string> {
       row('bare Janus client (same browsers)', rawTimes),
       '',
       `Svc adds ${fmt(addedMedian)} ms at the median and ${fmt(addedP95)} ms at p95 (targets: 50 and 100). The Svc path includes the token request and the signaling join, which the bare path has no equivalent of.`,
+      '',
+      `Janus CPU per publisher (${CPU_PUBLISHERS} cameras of ${small.width}×${small.height} at ${small.frameRate} fps, nobody subscribing, ${WINDOW_MS / 1000} s): through Svc ${fmt((svcCpu.janus * 100) / CPU_PUBLISHERS, 2)} % of a core, straight to Janus ${fmt((rawCpu.janus * 100) / CPU_PUBLISHERS, 2)} % (ratio ${fmt(svcCpu.janus / rawCpu.janus, 2)}); the server meanwhile ${fmt((svcCpu.server * 100) / CPU_PUBLISHERS, 2)} % per publisher (the bench process, server and browser driver).`,
+      '',
+      `Rooms of 4 publishers, each receiving the other 3 (${small.width}×${small.height} at ${small.frameRate} fps, two publishers per room in each browser): time until every subscription decodes, then CPU over ${WINDOW_MS / 1000} s (% of a core) and server heap growth per participant.`,
+      '',
+      '| rooms | publishers | subscriptions decoding | ready s | Janus CPU % | per publisher | server CPU % | per publisher | server heap KiB / participant |',
+      '| --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+      ...steps,
       '',
       `Server heap per media participant (${HEAP_PARTICIPANTS} joined sockets in rooms of 10 each publishing one track, ${handles} more Janus handles, minus the same sockets without media; the test clients share the process): ${fmt(perParticipantKiB, 1)} KiB (target < 100 KiB); ${fmt(plainHeap / HEAP_PARTICIPANTS / 1024, 1)} KiB per participant without media.`,
     ].join('\n');

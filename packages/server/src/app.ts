@@ -11,6 +11,7 @@ import { Gauge } from 'prom-client';
 import { KeyService } from './admin/keys.ts';
 import { ProjectService } from './admin/projects.ts';
 import { adminRoutes, adminTokenHook } from './admin/routes.ts';
+import { AREA_MIGRATIONS } from './areas.ts';
 import { installGate } from './auth/gate.ts';
 import { KeyStore } from './auth/key-store.ts';
 import { type Clock, systemClock } from './clock.ts';
@@ -121,6 +122,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
       sqliteFile: `${config.dataDir}/svc.sqlite`,
       pgSchema: options.pgSchema,
       timeoutMs: config.storeTimeoutMs,
+      migrations: AREA_MIGRATIONS,
     }));
   const state =
     options.state ?? openSharedState(config.redisUrl, config.redisPrefix, config.stateTimeoutMs);

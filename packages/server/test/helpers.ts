@@ -7,6 +7,7 @@ import type { FastifyInstance, InjectOptions } from 'fastify';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { buildApp } from '../src/app.ts';
+import { AREA_MIGRATIONS } from '../src/areas.ts';
 import { type Clock, systemClock } from '../src/clock.ts';
 import { type Config, loadConfig } from '../src/config.ts';
 import { MemoryState, RedisState, type SharedState } from '../src/state/index.ts';
@@ -56,7 +57,7 @@ export async function freshStore(
   if (db === 'sqlite') {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-test-'));
     const file = path.join(dir, 'svc.sqlite');
-    const store = await openStore({ sqliteFile: file });
+    const store = await openStore({ sqliteFile: file, migrations: AREA_MIGRATIONS });
     return {
       store,
       file,
@@ -67,7 +68,11 @@ export async function freshStore(
     };
   }
   const schema = uniqueName('t');
-  const store = await openStore({ databaseUrl: DATABASE_URL, pgSchema: schema });
+  const store = await openStore({
+    databaseUrl: DATABASE_URL,
+    pgSchema: schema,
+    migrations: AREA_MIGRATIONS,
+  });
   return {
     store,
     schema,

@@ -169,7 +169,7 @@ function janusSocket(url: string) {
 const raw = {
   pcs: [] as RTCPeerConnection[],
   /** Publishes the fake camera into a new Janus room; resolves with {room, feed}. */
-  async publish(url: string) {
+  async publish(url: string, video: boolean | MediaTrackConstraints = true) {
     const j = janusSocket(url);
     const session = (await j.call({ janus: 'create' })).data.id;
     const handle = (
@@ -186,7 +186,7 @@ const raw = {
     const room = (await msg({ request: 'create', videocodec: 'vp8,h264,vp9', publishers: 10 }))
       .plugindata.data.room;
     const feed = (await msg({ request: 'join', ptype: 'publisher', room })).plugindata.data.id;
-    const stream = await navigator.mediaDevices.getUserMedia({ video: true });
+    const stream = await navigator.mediaDevices.getUserMedia({ video });
     const pc = new RTCPeerConnection();
     raw.pcs.push(pc);
     pc.addTransceiver(stream.getTracks()[0]!, { direction: 'sendonly' });
@@ -279,6 +279,61 @@ async function svcFirstFrame(config: SvcConfig, options: SvcRoomOptions) {
   return ms;
 }
 
+/**
+ * Many clients in one page (`npm run bench -- media`'s scaling rounds): each connects to its
+ * room and publishes a small camera; with `subscribe`, each receives every other camera.
+ */
+const many = {
+  clients: [] as SvcClient[],
+  async start(
+    config: SvcConfig,
+    joins: { roomName: string; userId: string }[],
+    video: { width: number; height: number; frameRate: number },
+    subscribe: boolean,
+  ) {
+    return attempt(async () => {
+      for (const j of joins) {
+        const c = new SvcClient(config, { autoSubscribe: subscribe });
+        many.clients.push(c);
+        await c.connect({
+          roomName: j.roomName,
+          liveType: 'VIDEO_CONFERENCE',
+          participant: { userId: j.userId, name: j.userId },
+        });
+        await c.enableCamera(video);
+      }
+    });
+  },
+  /** Remote video tracks that have decoded at least one frame, over every client. */
+  async decoding() {
+    let n = 0;
+    for (const c of many.clients) {
+      for (const t of c.room?.remoteTracks ?? []) {
+        for (const r of (await t.getStats()).values()) {
+          if (r.type === 'inbound-rtp' && Number(r.framesDecoded ?? 0) > 0) n++;
+        }
+      }
+    }
+    return n;
+  },
+  async stop() {
+    for (const c of many.clients.splice(0)) await c.disconnect();
+  },
+  /** The bare path: `n` small cameras published straight to Janus, each in a room of its own. */
+  async raw(url: string, n: number, video: { width: number; height: number; frameRate: number }) {
+    const constraints = {
+      width: { ideal: video.width },
+      height: { ideal: video.height },
+      frameRate: { ideal: video.frameRate },
+    };
+    for (let i = 0; i < n; i++) await raw.publish(url, constraints);
+  },
+  rawStop() {
+    for (const pc of raw.pcs.splice(0)) pc.close();
+  },
+};
+
 (window as unknown as { svcm: typeof svcm }).svcm = svcm;
+(window as unknown as { many: typeof many }).many = many;
 (window as unknown as { raw: typeof raw }).raw = raw;
 (window as unknown as { svcFirstFrame: typeof svcFirstFrame }).svcFirstFrame = svcFirstFrame;

@@ -81,3 +81,8 @@ export type LinksTables = {
   link_events: LinkEventsTable;
   link_devices: LinkDevicesTable;
 };
+
+declare module '../storage/schema.ts' {
+  /** Links's tables are part of the database. */
+  interface Database extends LinksTables {}
+}

@@ -56,3 +56,8 @@ export type RealtimeTables = {
   realtime_rooms: RealtimeRoomsTable;
   realtime_recordings: RealtimeRecordingsTable;
 };
+
+declare module '../storage/schema.ts' {
+  /** Realtime's tables are part of the database. */
+  interface Database extends RealtimeTables {}
+}

@@ -18,7 +18,7 @@ import {
   unavailableDependency,
 } from '../unavailable.ts';
 import { makePrivateDir, restrictFiles } from './files.ts';
-import { migrationProvider } from './migrations.ts';
+import { type Migrations, migrationProvider } from './migrations.ts';
 import type { Database } from './schema.ts';
 
 export type DialectName = 'sqlite' | 'postgres';
@@ -49,6 +49,11 @@ export interface StoreOptions {
    * A query past it fails with {@link DependencyUnavailableError} and its connection is closed.
    */
   timeoutMs?: number;
+  /**
+   * The product areas' migrations, run after the core ones (the app passes `AREA_MIGRATIONS`
+   * from areas.ts; storage knows no product).
+   */
+  migrations: Migrations;
 }
 
 /** The PostgreSQL deadline when none is given (`SVC_STORE_TIMEOUT_MS`). */
@@ -64,12 +69,13 @@ export async function openStore(options: StoreOptions): Promise<Store> {
       options.databaseUrl,
       options.pgSchema,
       options.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS,
+      options.migrations,
     );
   }
-  return openSqlite(options.sqliteFile ?? ':memory:');
+  return openSqlite(options.sqliteFile ?? ':memory:', options.migrations);
 }
 
-async function openSqlite(file: string): Promise<Store> {
+async function openSqlite(file: string, migrations: Migrations): Promise<Store> {
   if (file !== ':memory:') {
     // The file holds sealed secrets and every project's data: owner-only, created so (SQLite
     // gives its -wal and -shm files the database file's mode), and tightened if it was not.
@@ -84,7 +90,7 @@ async function openSqlite(file: string): Promise<Store> {
   database.pragma('foreign_keys = ON');
   database.pragma('synchronous = NORMAL');
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) });
-  await migrate(db);
+  await migrate(db, migrations);
   return {
     db,
     dialect: 'sqlite',
@@ -97,7 +103,12 @@ async function openSqlite(file: string): Promise<Store> {
   };
 }
 
-async function openPostgres(url: string, schema: string | undefined, timeoutMs: number) {
+async function openPostgres(
+  url: string,
+  schema: string | undefined,
+  timeoutMs: number,
+  migrations: Migrations,
+) {
   if (schema && !/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error('bad schema name');
   const poolOptions: pg.PoolConfig = {
     connectionString: url,
@@ -121,7 +132,7 @@ async function openPostgres(url: string, schema: string | undefined, timeoutMs: 
       if (schema) await sql`create schema if not exists ${sql.id(schema)}`.execute(db);
       // Name the schema: Kysely otherwise takes migration tables found in any schema as ours.
       const current = await sql<{ schema: string }>`select current_schema() as schema`.execute(db);
-      await migrate(db, current.rows[0]?.schema ?? schema ?? 'public');
+      await migrate(db, migrations, current.rows[0]?.schema ?? schema ?? 'public');
     } catch (err) {
       await db.destroy();
       throw err;
@@ -328,8 +339,12 @@ class CurrentSchemaPostgresDialect extends PostgresDialect {
   }
 }
 
-async function migrate(db: Kysely<Database>, migrationTableSchema?: string) {
-  const migrator = new Migrator({ db, provider: migrationProvider, migrationTableSchema });
+async function migrate(db: Kysely<Database>, areas: Migrations, migrationTableSchema?: string) {
+  const migrator = new Migrator({
+    db,
+    provider: migrationProvider(areas),
+    migrationTableSchema,
+  });
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((r) => r.status === 'Error');
   if (error || failed) {

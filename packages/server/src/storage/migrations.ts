@@ -1,14 +1,10 @@
 import { type Kysely, type Migration, type MigrationProvider, sql } from 'kysely';
-import { linksMigrations } from '../links/migrations.ts';
-import { realtimeMigrations } from '../realtime/migrations.ts';
-import { verifyMigrations } from '../verify/migrations.ts';
-import { webhooksMigrations } from '../webhooks/migrations.ts';
 
 /**
  * Core migrations. Append only: a released migration never changes. Each product area keeps
  * its own in its folder's migrations.ts, numbered in its own range.
  */
-const coreMigrations: Record<string, Migration> = {
+export const CORE_MIGRATIONS: Record<string, Migration> = {
   '0001_projects_and_keys': {
     async up(db: Kysely<unknown>) {
       await db.schema
@@ -64,17 +60,13 @@ const coreMigrations: Record<string, Migration> = {
   },
 };
 
-/** Every migration: core first, then each area's (their names keep them in order). */
-export const MIGRATIONS: Record<string, Migration> = {
-  ...coreMigrations,
-  ...linksMigrations,
-  ...verifyMigrations,
-  ...webhooksMigrations,
-  ...realtimeMigrations,
-};
+/** Migrations by name: the core ones and those of the areas given. */
+export type Migrations = Record<string, Migration>;
 
-export const migrationProvider: MigrationProvider = {
-  getMigrations: async () => MIGRATIONS,
-};
+/** The migrations storage runs: the core ones plus the areas' (the app passes every area's). */
+export function migrationProvider(areas: Migrations): MigrationProvider {
+  const all = { ...CORE_MIGRATIONS, ...areas };
+  return { getMigrations: async () => all };
+}
 
 export { sql };

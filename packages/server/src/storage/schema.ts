@@ -1,12 +1,7 @@
-import type { LinksTables } from '../links/tables.ts';
-import type { RealtimeTables } from '../realtime/tables.ts';
-import type { VerifyTables } from '../verify/tables.ts';
-import type { WebhooksTables } from '../webhooks/tables.ts';
-
 /**
  * Table types for Kysely. Declared differences between SQLite and PostgreSQL are avoided by
  * construction: times are ISO 8601 UTC strings (`toISOString()`, so they sort as text),
- * booleans are integers 0/1, and JSON is text. Each area adds its tables here.
+ * booleans are integers 0/1, and JSON is text.
  */
 export interface ProjectsTable {
   id: string;
@@ -58,5 +53,10 @@ export interface CoreTables {
   api_keys: ApiKeysTable;
 }
 
-/** Every table: the core ones plus each area's own (declared in its folder's tables.ts). */
-export type Database = CoreTables & LinksTables & VerifyTables & WebhooksTables & RealtimeTables;
+/**
+ * Every table: the core ones, plus each area's own. An area declares its tables in its folder's
+ * tables.ts and adds them here by augmenting this interface
+ * (`declare module '../storage/schema.ts' { interface Database extends LinksTables {} }`), so
+ * storage never imports a product.
+ */
+export interface Database extends CoreTables {}

@@ -63,3 +63,8 @@ export type VerifyTables = {
   verify_logs: VerifyLogsTable;
   verify_consumed_tokens: VerifyConsumedTokensTable;
 };
+
+declare module '../storage/schema.ts' {
+  /** Verify's tables are part of the database. */
+  interface Database extends VerifyTables {}
+}

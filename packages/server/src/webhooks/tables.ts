@@ -75,3 +75,8 @@ export type WebhooksTables = {
   webhook_deliveries: WebhookDeliveriesTable;
   webhook_attempts: WebhookAttemptsTable;
 };
+
+declare module '../storage/schema.ts' {
+  /** Webhooks's tables are part of the database. */
+  interface Database extends WebhooksTables {}
+}

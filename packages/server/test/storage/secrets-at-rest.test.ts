@@ -7,6 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { resolveAdminToken } from '../../src/admin/bootstrap.ts';
 import { buildApp } from '../../src/app.ts';
+import { AREA_MIGRATIONS } from '../../src/areas.ts';
 import { loadConfig } from '../../src/config.ts';
 import { Sealer } from '../../src/sealing.ts';
 import { openStore } from '../../src/storage/db.ts';
@@ -292,7 +293,7 @@ describe('data files (embedded default)', () => {
     fs.mkdirSync(dataDir, { mode: 0o755 });
     fs.chmodSync(dataDir, 0o755);
     const file = path.join(dataDir, 'svc.sqlite');
-    const earlier = await openStore({ sqliteFile: file });
+    const earlier = await openStore({ sqliteFile: file, migrations: AREA_MIGRATIONS });
     await earlier.close();
     fs.chmodSync(dataDir, 0o755);
     for (const name of ['svc.sqlite', 'admin-token', 'server-secret']) {

@@ -1,8 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import pg from 'pg';
+import { AREA_MIGRATIONS } from '../../src/areas.ts';
 import { openStore } from '../../src/storage/db.ts';
-import { MIGRATIONS } from '../../src/storage/migrations.ts';
+import { CORE_MIGRATIONS } from '../../src/storage/migrations.ts';
+
+const MIGRATIONS = { ...CORE_MIGRATIONS, ...AREA_MIGRATIONS };
+
 import { DATABASE_URL, DIALECTS, dropSchemas, freshStore, uniqueName } from '../helpers.ts';
 
 for (const dialect of DIALECTS) {
@@ -19,7 +23,11 @@ for (const dialect of DIALECTS) {
         assert.equal(applied.length, Object.keys(MIGRATIONS).length);
         // Opening the same database again applies nothing and fails nothing.
         if (dialect === 'postgres') {
-          const again = await openStore({ databaseUrl: DATABASE_URL, pgSchema: fresh.schema });
+          const again = await openStore({
+            databaseUrl: DATABASE_URL,
+            pgSchema: fresh.schema,
+            migrations: AREA_MIGRATIONS,
+          });
           await again.close();
         }
       } finally {
@@ -90,7 +98,9 @@ describe('storage (postgres): several nodes migrating at once', {
   after(() => dropSchemas(schema));
   test('five stores opened concurrently on an empty schema all succeed, migrating once', async () => {
     const stores = await Promise.all(
-      Array.from({ length: 5 }, () => openStore({ databaseUrl: DATABASE_URL, pgSchema: schema })),
+      Array.from({ length: 5 }, () =>
+        openStore({ databaseUrl: DATABASE_URL, pgSchema: schema, migrations: AREA_MIGRATIONS }),
+      ),
     );
     const rows = await stores[0].db
       .selectFrom('kysely_migration' as any)
@@ -108,8 +118,16 @@ describe('storage (postgres): migrating while other schemas come and go', {
   after(() => dropSchemas(prefix));
 
   test('introspection sees only the store’s own schema', async () => {
-    const a = await openStore({ databaseUrl: DATABASE_URL, pgSchema: `${prefix}_a` });
-    const b = await openStore({ databaseUrl: DATABASE_URL, pgSchema: `${prefix}_b` });
+    const a = await openStore({
+      databaseUrl: DATABASE_URL,
+      pgSchema: `${prefix}_a`,
+      migrations: AREA_MIGRATIONS,
+    });
+    const b = await openStore({
+      databaseUrl: DATABASE_URL,
+      pgSchema: `${prefix}_b`,
+      migrations: AREA_MIGRATIONS,
+    });
     try {
       const tables = await a.db.introspection.getTables({ withInternalKyselyTables: true });
       assert.ok(tables.some((t) => t.name === 'kysely_migration'));
@@ -135,7 +153,11 @@ describe('storage (postgres): migrating while other schemas come and go', {
     })();
     try {
       for (let i = 0; i < 8; i++) {
-        const store = await openStore({ databaseUrl: DATABASE_URL, pgSchema: `${prefix}_s${i}` });
+        const store = await openStore({
+          databaseUrl: DATABASE_URL,
+          pgSchema: `${prefix}_s${i}`,
+          migrations: AREA_MIGRATIONS,
+        });
         await store.close();
       }
     } finally {

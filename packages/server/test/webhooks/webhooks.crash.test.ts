@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import pg from 'pg';
+import { AREA_MIGRATIONS } from '../../src/areas.ts';
 import { openStore } from '../../src/storage/db.ts';
 import { DATABASE_URL, uniqueName } from '../helpers.ts';
 import { NodeProcess } from './nodes.ts';
@@ -98,8 +99,8 @@ for (const db of ['sqlite', ...(DATABASE_URL ? ['postgres'] : [])] as const) {
       // kill) was delivered, by webhook-id, and every delivery verifies.
       const store = await openStore(
         db === 'postgres'
-          ? { databaseUrl: DATABASE_URL, pgSchema: schema }
-          : { sqliteFile: path.join(dataDir, 'svc.sqlite') },
+          ? { databaseUrl: DATABASE_URL, pgSchema: schema, migrations: AREA_MIGRATIONS }
+          : { sqliteFile: path.join(dataDir, 'svc.sqlite'), migrations: AREA_MIGRATIONS },
       );
       try {
         const events = await store.db.selectFrom('webhook_events').select('id').execute();

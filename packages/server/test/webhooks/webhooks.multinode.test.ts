@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, describe, test } from 'node:test';
 import pg from 'pg';
+import { AREA_MIGRATIONS } from '../../src/areas.ts';
 import { openStore } from '../../src/storage/db.ts';
 import { DATABASE_URL, uniqueName } from '../helpers.ts';
 import { NodeProcess } from './nodes.ts';
@@ -52,7 +53,11 @@ describe('webhooks: two server processes on PostgreSQL', { skip: !DATABASE_URL }
     await Promise.all([burst(a, 0, 'a'), burst(b, TOTAL / 2, 'b')]);
     await receiver.until(() => receiver.requests.length >= TOTAL, `${TOTAL} deliveries`, 50_000);
 
-    const store = await openStore({ databaseUrl: DATABASE_URL, pgSchema: schema });
+    const store = await openStore({
+      databaseUrl: DATABASE_URL,
+      pgSchema: schema,
+      migrations: AREA_MIGRATIONS,
+    });
     try {
       // Wait until the store agrees every delivery is done, then check nothing came twice.
       const deadline = Date.now() + 20_000;

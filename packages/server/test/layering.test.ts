@@ -1,0 +1,81 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+
+// The server's layering (ARCHITECTURE.md): platform areas know no product, and a product knows
+// no other product. The composition root (the files at the top of src/: app.ts, areas.ts,
+// config.ts, main.ts, cli.ts) is where they meet.
+
+const SRC = path.resolve(import.meta.dirname, '../src');
+
+/** Platform areas: what every product builds on. */
+const PLATFORM = new Set(['admin', 'auth', 'http', 'state', 'storage', 'tokens']);
+/** Products, by folder. Media and recordings are parts of the Realtime product. */
+const PRODUCT_OF: Record<string, string> = {
+  links: 'links',
+  verify: 'verify',
+  webhooks: 'webhooks',
+  realtime: 'realtime',
+  media: 'realtime',
+  recordings: 'realtime',
+};
+
+function filesUnder(dir: string): string[] {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const full = path.join(dir, e.name);
+    if (e.isDirectory()) return filesUnder(full);
+    return e.name.endsWith('.ts') ? [full] : [];
+  });
+}
+
+/** The top folder of src/ a file is in ('' for the files at the top). */
+function areaOf(file: string) {
+  const rel = path.relative(SRC, file).split(path.sep);
+  return rel.length > 1 ? rel[0]! : '';
+}
+
+/** Relative imports of a file (static and dynamic, types included), resolved to files. */
+function importsOf(file: string): string[] {
+  const text = fs.readFileSync(file, 'utf8');
+  const specs = [
+    ...text.matchAll(/\bfrom\s+'(\.[^']+)'/g),
+    ...text.matchAll(/\bimport\(\s*'(\.[^']+)'\s*\)/g),
+    ...text.matchAll(/\bdeclare module\s+'(\.[^']+)'/g),
+  ].map((m) => m[1]!);
+  return specs.map((s) => path.resolve(path.dirname(file), s));
+}
+
+function violations() {
+  const found: string[] = [];
+  for (const file of filesUnder(SRC)) {
+    const from = areaOf(file);
+    for (const target of importsOf(file)) {
+      if (!target.startsWith(SRC)) continue;
+      const to = areaOf(target);
+      if (to === from) continue;
+      const where = `${path.relative(SRC, file)} → ${path.relative(SRC, target)}`;
+      // A product's part declaring its tables on storage's Database type is the intended way in.
+      if (to === 'storage' && path.basename(target) === 'schema.ts') continue;
+      if (from !== '' && to === '') {
+        found.push(`${where}: an area imports the composition root`);
+      } else if (PLATFORM.has(from) && PRODUCT_OF[to]) {
+        found.push(`${where}: a platform area imports a product`);
+      } else if (PRODUCT_OF[from] && PRODUCT_OF[to] && PRODUCT_OF[from] !== PRODUCT_OF[to]) {
+        found.push(`${where}: a product imports another product`);
+      }
+    }
+  }
+  return found;
+}
+
+test('platform areas import no product, products import no other product', () => {
+  const found = violations().filter((v) => !v.endsWith('imports the composition root'));
+  assert.deepEqual(found, []);
+});
+
+test('the checker sees imports: a known import is found', () => {
+  // app.ts imports the links plugin; if the parsing broke, the test above would pass vacuously.
+  const app = importsOf(path.join(SRC, 'app.ts')).map((t) => path.relative(SRC, t));
+  assert.ok(app.includes(path.join('links', 'plugin.ts')), app.join(', '));
+});

@@ -214,166 +214,42 @@ export class VerifyService {
     const test = testCode !== undefined;
     const refuse = (error: ApiError, verificationId?: string) =>
       this.refuse(ctx, 'send', error, { phone, verificationId, test });
-
-    if (
-      !test &&
-      settings.allowedCountries &&
-      !(phone.country && settings.allowedCountries.has(phone.country))
-    ) {
-      throw await refuse(new ApiError('country_not_allowed'));
-    }
     const now = this.svc.clock.now();
     const current = await this.current(ctx.projectId, phone.e164);
+    const refusal = await this.sendRefusal(ctx, phone, settings, test, current, now);
+    if (refusal) throw await refuse(refusal.error, refusal.verificationId);
+
     const live = current && Date.parse(current.expires_at) > now ? current : undefined;
-    if (live?.status === 'max_attempts_reached') {
+    const resend = live?.status === 'pending' ? live : undefined;
+    const code = testCode ?? generateCode();
+    const claim = resend
+      ? await this.claimResend(resend, code, limits, now)
+      : await this.createVerification(ctx, phone, code, test, current, limits, now);
+    if (!claim) {
+      // A concurrent send won the row: this one is a resend too soon.
       throw await refuse(
         retryAfter(
-          'max_attempts_reached',
-          'Too many wrong codes; wait until the verification expires.',
-          Date.parse(live.expires_at) - now,
+          'resend_too_soon',
+          'A code was sent moments ago.',
+          limits.resendCooldownSeconds * 1000,
         ),
-        live.id,
+        resend?.id,
       );
     }
-    const resend = live?.status === 'pending' ? live : undefined;
-    if (resend && !test) {
-      if (resend.sends >= limits.maxSendsPerVerification) {
-        throw await refuse(
-          retryAfter(
-            'max_sends_reached',
-            `At most ${limits.maxSendsPerVerification} codes per verification.`,
-            Date.parse(resend.expires_at) - now,
-          ),
-          resend.id,
-        );
-      }
-      const wait = Date.parse(resend.last_sent_at) + limits.resendCooldownSeconds * 1000 - now;
-      if (wait > 0) {
-        throw await refuse(
-          retryAfter('resend_too_soon', 'A code was sent moments ago.', wait),
-          resend.id,
-        );
-      }
-    }
-    if (!test) {
-      const capped =
-        (await this.cap(
-          `verify:send-ip:${ctx.projectId}:${ctx.clientIp}`,
-          limits.sendsPerIpPerHour,
-          'codes from one client address',
-        )) ??
-        (await this.cap(
-          `verify:send-number:${ctx.projectId}:${phone.e164}`,
-          limits.sendsPerNumberPerHour,
-          'codes to one number',
-        ));
-      if (capped) throw await refuse(capped, resend?.id);
-    }
-
-    const code = testCode ?? generateCode();
-    const expiresAt = iso(now + limits.codeTtlSeconds * 1000);
-    const cooldownRefusal = () =>
-      retryAfter(
-        'resend_too_soon',
-        'A code was sent moments ago.',
-        limits.resendCooldownSeconds * 1000,
-      );
-    let verificationId: string;
-    let undo: () => Promise<unknown>;
-    if (resend) {
-      verificationId = resend.id;
-      const hmac = this.secrets.codeHmac(resend.id, code);
-      // Claim the send: only one of concurrent resends matches the counters it read.
-      const claimed = await this.db
-        .updateTable('verifications')
-        .set({
-          code_hmac: hmac,
-          sends: resend.sends + 1,
-          last_sent_at: iso(now),
-          expires_at: expiresAt,
-        })
-        .where('id', '=', resend.id)
-        .where('status', '=', 'pending')
-        .where('sends', '=', resend.sends)
-        .where('last_sent_at', '=', resend.last_sent_at)
-        .executeTakeFirst();
-      if (claimed.numUpdatedRows !== 1n) throw await refuse(cooldownRefusal(), resend.id);
-      // A failed delivery changes nothing: the previous code stays the valid one.
-      undo = () =>
-        this.db
-          .updateTable('verifications')
-          .set({
-            code_hmac: resend.code_hmac,
-            sends: resend.sends,
-            last_sent_at: resend.last_sent_at,
-            expires_at: resend.expires_at,
-          })
-          .where('id', '=', resend.id)
-          .where('code_hmac', '=', hmac)
-          .execute();
-    } else {
-      if (current) {
-        await this.db
-          .updateTable('verifications')
-          .set({ active_key: null })
-          .where('id', '=', current.id)
-          .execute();
-      }
-      verificationId = newId('vrf', now);
-      const row: VerificationsTable = {
-        id: verificationId,
-        project_id: ctx.projectId,
-        phone_number: phone.e164,
-        country: phone.country,
-        status: 'pending',
-        code_hmac: this.secrets.codeHmac(verificationId, code),
-        attempts: 0,
-        max_attempts: limits.maxChecksPerVerification,
-        sends: 1,
-        test: test ? 1 : 0,
-        active_key: `${ctx.projectId}:${phone.e164}`,
-        created_at: iso(now),
-        expires_at: expiresAt,
-        last_sent_at: iso(now),
-        approved_at: null,
-      };
-      // The unique active_key lets exactly one of concurrent first sends create it.
-      const inserted = await this.db
-        .insertInto('verifications')
-        .values(row)
-        .onConflict((oc) => oc.doNothing())
-        .executeTakeFirst();
-      if (inserted.numInsertedOrUpdatedRows !== 1n) throw await refuse(cooldownRefusal());
-      undo = () =>
-        this.db
-          .updateTable('verifications')
-          .set({ status: 'failed', active_key: null })
-          .where('id', '=', verificationId)
-          .execute();
-    }
-
-    if (!test) {
-      const minutes = Math.round(limits.codeTtlSeconds / 60);
-      const body = `Your verification code is ${code}. It expires in ${minutes} minute${minutes === 1 ? '' : 's'}. Do not share it.`;
-      const result = await this.sender(settings.sender).send({
-        projectId: ctx.projectId,
-        to: phone.e164,
-        body,
+    const { verificationId, undo } = claim;
+    if (!test && !(await this.deliver(ctx, phone, code, settings))) {
+      await undo();
+      await this.record(ctx, {
+        type: 'send',
+        status: 'failed',
+        reason: 'sms_delivery_failed',
+        verificationId,
+        phone,
       });
-      if (!result.ok) {
-        await undo();
-        await this.record(ctx, {
-          type: 'send',
-          status: 'failed',
-          reason: 'sms_delivery_failed',
-          verificationId,
-          phone,
-        });
-        throw new ApiError(
-          'sms_delivery_failed',
-          'The SMS provider did not accept the message; no send was used.',
-        );
-      }
+      throw new ApiError(
+        'sms_delivery_failed',
+        'The SMS provider did not accept the message; no send was used.',
+      );
     }
     await this.record(ctx, { type: 'send', status: 'sent', verificationId, phone, test });
     return {
@@ -382,6 +258,173 @@ export class VerifyService {
       expiresIn: limits.codeTtlSeconds,
       resendAfter: test ? 0 : limits.resendCooldownSeconds,
     };
+  }
+
+  /**
+   * Why a send must be refused, checked before anything is written: the country, a verification
+   * locked by wrong codes, the resend limits, and the hourly caps per client address and per
+   * number (test numbers skip all but the lock). Null when it may go ahead.
+   */
+  private async sendRefusal(
+    ctx: CallContext,
+    phone: Phone,
+    settings: EffectiveSettings,
+    test: boolean,
+    current: VerificationsTable | undefined,
+    now: number,
+  ): Promise<{ error: ApiError; verificationId?: string } | null> {
+    const { limits } = settings;
+    if (
+      !test &&
+      settings.allowedCountries &&
+      !(phone.country && settings.allowedCountries.has(phone.country))
+    ) {
+      return { error: new ApiError('country_not_allowed') };
+    }
+    const live = current && Date.parse(current.expires_at) > now ? current : undefined;
+    if (live?.status === 'max_attempts_reached') {
+      const error = retryAfter(
+        'max_attempts_reached',
+        'Too many wrong codes; wait until the verification expires.',
+        Date.parse(live.expires_at) - now,
+      );
+      return { error, verificationId: live.id };
+    }
+    if (test) return null;
+    const resend = live?.status === 'pending' ? live : undefined;
+    if (resend) {
+      if (resend.sends >= limits.maxSendsPerVerification) {
+        const error = retryAfter(
+          'max_sends_reached',
+          `At most ${limits.maxSendsPerVerification} codes per verification.`,
+          Date.parse(resend.expires_at) - now,
+        );
+        return { error, verificationId: resend.id };
+      }
+      const wait = Date.parse(resend.last_sent_at) + limits.resendCooldownSeconds * 1000 - now;
+      if (wait > 0) {
+        const error = retryAfter('resend_too_soon', 'A code was sent moments ago.', wait);
+        return { error, verificationId: resend.id };
+      }
+    }
+    const capped =
+      (await this.cap(
+        `verify:send-ip:${ctx.projectId}:${ctx.clientIp}`,
+        limits.sendsPerIpPerHour,
+        'codes from one client address',
+      )) ??
+      (await this.cap(
+        `verify:send-number:${ctx.projectId}:${phone.e164}`,
+        limits.sendsPerNumberPerHour,
+        'codes to one number',
+      ));
+    return capped ? { error: capped, verificationId: resend?.id } : null;
+  }
+
+  /**
+   * A new code on the pending verification. Only one of concurrent resends matches the counters
+   * it read (null for the others); `undo` restores the previous code when delivery fails.
+   */
+  private async claimResend(
+    resend: VerificationsTable,
+    code: string,
+    limits: EffectiveSettings['limits'],
+    now: number,
+  ) {
+    const hmac = this.secrets.codeHmac(resend.id, code);
+    const claimed = await this.db
+      .updateTable('verifications')
+      .set({
+        code_hmac: hmac,
+        sends: resend.sends + 1,
+        last_sent_at: iso(now),
+        expires_at: iso(now + limits.codeTtlSeconds * 1000),
+      })
+      .where('id', '=', resend.id)
+      .where('status', '=', 'pending')
+      .where('sends', '=', resend.sends)
+      .where('last_sent_at', '=', resend.last_sent_at)
+      .executeTakeFirst();
+    if (claimed.numUpdatedRows !== 1n) return null;
+    const undo = () =>
+      this.db
+        .updateTable('verifications')
+        .set({
+          code_hmac: resend.code_hmac,
+          sends: resend.sends,
+          last_sent_at: resend.last_sent_at,
+          expires_at: resend.expires_at,
+        })
+        .where('id', '=', resend.id)
+        .where('code_hmac', '=', hmac)
+        .execute();
+    return { verificationId: resend.id, undo };
+  }
+
+  /**
+   * A new verification for the number (retiring the previous one). The unique `active_key` lets
+   * exactly one of concurrent first sends create it (null for the others); `undo` fails it when
+   * delivery fails.
+   */
+  private async createVerification(
+    ctx: CallContext,
+    phone: Phone,
+    code: string,
+    test: boolean,
+    current: VerificationsTable | undefined,
+    limits: EffectiveSettings['limits'],
+    now: number,
+  ) {
+    if (current) {
+      await this.db
+        .updateTable('verifications')
+        .set({ active_key: null })
+        .where('id', '=', current.id)
+        .execute();
+    }
+    const verificationId = newId('vrf', now);
+    const row: VerificationsTable = {
+      id: verificationId,
+      project_id: ctx.projectId,
+      phone_number: phone.e164,
+      country: phone.country,
+      status: 'pending',
+      code_hmac: this.secrets.codeHmac(verificationId, code),
+      attempts: 0,
+      max_attempts: limits.maxChecksPerVerification,
+      sends: 1,
+      test: test ? 1 : 0,
+      active_key: `${ctx.projectId}:${phone.e164}`,
+      created_at: iso(now),
+      expires_at: iso(now + limits.codeTtlSeconds * 1000),
+      last_sent_at: iso(now),
+      approved_at: null,
+    };
+    const inserted = await this.db
+      .insertInto('verifications')
+      .values(row)
+      .onConflict((oc) => oc.doNothing())
+      .executeTakeFirst();
+    if (inserted.numInsertedOrUpdatedRows !== 1n) return null;
+    const undo = () =>
+      this.db
+        .updateTable('verifications')
+        .set({ status: 'failed', active_key: null })
+        .where('id', '=', verificationId)
+        .execute();
+    return { verificationId, undo };
+  }
+
+  /** Sends the code by SMS through the project's sender; false when the provider refused it. */
+  private async deliver(ctx: CallContext, phone: Phone, code: string, settings: EffectiveSettings) {
+    const minutes = Math.round(settings.limits.codeTtlSeconds / 60);
+    const body = `Your verification code is ${code}. It expires in ${minutes} minute${minutes === 1 ? '' : 's'}. Do not share it.`;
+    const result = await this.sender(settings.sender).send({
+      projectId: ctx.projectId,
+      to: phone.e164,
+      body,
+    });
+    return result.ok;
   }
 
   /**

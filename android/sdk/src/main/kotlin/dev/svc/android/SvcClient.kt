@@ -28,6 +28,7 @@ import dev.svc.android.internal.SendMessageBody
 import dev.svc.android.internal.SendMessageResult
 import dev.svc.android.internal.ServerFrame
 import dev.svc.android.internal.SessionResumeData
+import dev.svc.android.internal.SessionResumedData
 import dev.svc.android.internal.SignalChannel
 import dev.svc.android.internal.UpdateMetadataData
 import dev.svc.android.internal.WireJson
@@ -505,6 +506,8 @@ public class SvcClient internal constructor(
             }
 
             "session.resumed" -> {
+                val held = (frame.data as SessionResumedData).subscriptions
+                r.media?.let { media -> scope.launch { runCatching { media.onResumed(held) } } }
                 outcome.complete(Outcome.RESUMED)
                 return
             }

@@ -208,6 +208,24 @@ internal class MediaSession(
     }
 
     /**
+     * After a resume: [held] names the subscriptions the server still holds for the session. The others
+     * were held by another server node (the session moved there): subscribe to their tracks again.
+     */
+    suspend fun onResumed(held: List<String>?) {
+        if (held == null) return
+        val lost = subscriptions.values.filter { it.leg.id != null && it.leg.id !in held }
+        for (subscription in lost) {
+            subscriptions.remove(subscription.track.trackId)
+            subscription.leg.peer.close()
+            try {
+                subscribe(subscription.track)
+            } catch (_: SvcException) {
+                // The track stopped meanwhile, or the connection dropped again (the next resume retries).
+            }
+        }
+    }
+
+    /**
      * A new session after a full rejoin (the old one's tracks and subscriptions are gone on the server):
      * publish every enabled source again; the caller subscribes to the snapshot's tracks.
      */

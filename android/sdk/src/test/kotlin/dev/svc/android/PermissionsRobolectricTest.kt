@@ -86,6 +86,21 @@ class PermissionsRobolectricTest {
     }
 
     @Test
+    fun controllerSingletonBindsToTheClientAndReadsTheSystemAccessibility() {
+        val client = client()
+        val controller = SvcRoomController.instance.initialize(client, context)
+        assertTrue(controller === SvcRoomController.instance && controller.isInitialized)
+        controller.pin("u2")
+        assertEquals("one mirror per client", listOf("u2"), client.controller.state.value.pinned)
+        assertEquals(SvcAccessibilitySettings(captions = false, screenReader = false), controller.systemAccessibilitySettings())
+        android.provider.Settings.Secure.putInt(context.contentResolver, "accessibility_captioning_enabled", 1)
+        android.provider.Settings.Secure.putString(context.contentResolver, "accessibility_captioning_locale", "fr-FR")
+        val captions = controller.systemAccessibilitySettings()
+        assertEquals(true, captions.captions)
+        assertEquals("fr-FR", captions.captionsLanguage)
+    }
+
+    @Test
     fun bundleIdIsThePackageNameUnlessOverridden() = runBlocking {
         assertEquals("r1", client().getRoom("r1").roomName)
         assertEquals(context.packageName, requests.last().second)

@@ -14,7 +14,7 @@ internal object SystemAccessibility {
         val accessibility = context.getSystemService(Context.ACCESSIBILITY_SERVICE) as? AccessibilityManager
         return SvcAccessibilitySettings(
             captions = captioning?.isEnabled,
-            captionsLanguage = captioning?.locale?.toLanguageTag()?.take(MAX_LANGUAGE),
+            captionsLanguage = captioning?.locale?.toLanguageTag()?.takeIf { it != "und" }?.take(MAX_LANGUAGE),
             screenReader = accessibility?.let { it.isEnabled && it.isTouchExplorationEnabled },
         )
     }

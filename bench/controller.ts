@@ -19,6 +19,11 @@ import { fmt, ROOT } from './lib.ts';
 const PARTICIPANTS = Number(process.env.BENCH_CONTROLLER_PARTICIPANTS ?? 200);
 const WARMUP_MS = 2000;
 const MEASURE_MS = Number(process.env.BENCH_CONTROLLER_MEASURE_MS ?? 10_000);
+/** The poll's results visibility (`live`, the default, puts the results in every update). */
+const VISIBILITY = process.env.BENCH_CONTROLLER_POLL_VISIBILITY ?? 'live';
+/** The realtime bench's idle measure: 2,000 connections in rooms of 100. */
+const IDLE_CONNECTIONS = Number(process.env.BENCH_CONTROLLER_IDLE_CONNECTIONS ?? 2000);
+const IDLE_ROOM_SIZE = 100;
 
 interface Child {
   port: number;
@@ -33,8 +38,14 @@ async function startChild(env: Record<string, string | undefined>): Promise<Chil
     { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] },
   );
   const lines = readline.createInterface({ input: child.stdout! });
-  const [line] = await once(lines, 'line');
-  const { port } = JSON.parse(String(line)) as { port: number };
+  // The node prints `{"port"}` once listening; other lines (warnings) are passed on.
+  const port = await new Promise<number>((resolve, reject) => {
+    lines.on('line', (line) => {
+      if (line.startsWith('{"port"')) resolve((JSON.parse(line) as { port: number }).port);
+      else process.stderr.write(`${line}\n`);
+    });
+    child.once('exit', () => reject(new Error('the bench node exited before listening')));
+  });
   let nextId = 1;
   const pending = new Map<number, (v: any) => void>();
   child.on('message', (m: any) => {
@@ -103,6 +114,11 @@ function request(ws: WebSocket, id: string, type: string, data: unknown): Promis
     ws.on('message', onMessage);
     ws.send(JSON.stringify({ id, type, data }));
   });
+}
+
+interface MemPer {
+  rss: number;
+  heap: number;
 }
 
 interface FanOut {
@@ -179,6 +195,48 @@ async function memory(child: Child) {
   return (await child.call<{ memory: NodeJS.MemoryUsage }>({ cmd: 'memory' })).memory;
 }
 
+/** Every participant raises a hand and answers a poll the host (the first socket) created. */
+async function holdState(sockets: WebSocket[], tag: string) {
+  const poll = await request(sockets[0]!, `p${tag}`, 'poll.create', {
+    question: 'Bench?',
+    options: ['a', 'b', 'c'],
+    visibility: VISIBILITY,
+  });
+  await Promise.all(sockets.map((ws, i) => request(ws, `h${tag}-${i}`, 'hand.raise', {})));
+  await Promise.all(
+    sockets.map((ws, i) =>
+      request(ws, `v${tag}-${i}`, 'poll.respond', { pollId: poll.data.pollId, option: i % 3 }),
+    ),
+  );
+}
+
+/** KiB per connection of heap+external and RSS growth over `before`. */
+function perConnection(before: NodeJS.MemoryUsage, after: NodeJS.MemoryUsage, count: number) {
+  return {
+    rss: (after.rss - before.rss) / count / 1024,
+    heap: (after.heapUsed + after.external - before.heapUsed - before.external) / count / 1024,
+  };
+}
+
+/** The realtime bench's measure (rooms of 100, on a fresh node), idle and then with controller state. */
+async function idleConnections(env: Record<string, string>) {
+  const svc = await startChild(env);
+  try {
+    const before = await memory(svc);
+    const rooms: WebSocket[][] = [];
+    for (let r = 0; r < IDLE_CONNECTIONS / IDLE_ROOM_SIZE; r++) {
+      rooms.push(await openRoom(svc, `idle-${r}`, IDLE_ROOM_SIZE));
+    }
+    const idle = perConnection(before, await memory(svc), IDLE_CONNECTIONS);
+    for (const [r, sockets] of rooms.entries()) await holdState(sockets, String(r));
+    const withState = perConnection(before, await memory(svc), IDLE_CONNECTIONS);
+    for (const ws of rooms.flat()) ws.terminate();
+    return { idle, withState };
+  } finally {
+    await svc.stop();
+  }
+}
+
 export async function run(): Promise<string> {
   const rows: string[] = [];
   const memRows: string[] = [];
@@ -188,46 +246,40 @@ export async function run(): Promise<string> {
   if (process.env.REDIS_URL)
     variants.push(['Svc, Redis', { REDIS_URL: process.env.REDIS_URL, DATABASE_URL: '' }]);
   for (const [name, env] of variants) {
-    const svc = await startChild({
-      ...env,
-      SVC_REALTIME_RATE_PER_SEC: '1000',
-      SVC_REALTIME_RATE_BURST: '1000',
-    });
+    const rates = { SVC_REALTIME_RATE_PER_SEC: '1000', SVC_REALTIME_RATE_BURST: '1000' };
+    const svc = await startChild({ ...env, ...rates });
     try {
+      // Memory first, on the fresh node: the room idle, then with every participant's hand and
+      // vote (the controller state), each against the empty node.
       const before = await memory(svc);
-      const plainRoom = await openRoom(svc, 'plain', PARTICIPANTS);
-      const idle = await memory(svc);
-      const plain = await fanOut(plainRoom, 'message');
-      for (const ws of plainRoom) ws.terminate();
-
       const sockets = await openRoom(svc, 'controller', PARTICIPANTS);
-      const poll = await request(sockets[0]!, 'p', 'poll.create', {
-        question: 'Bench?',
-        options: ['a', 'b', 'c'],
-      });
-      await Promise.all(sockets.map((ws, i) => request(ws, `h${i}`, 'hand.raise', {})));
-      await Promise.all(
-        sockets.map((ws, i) =>
-          request(ws, `v${i}`, 'poll.respond', { pollId: poll.data.pollId, option: i % 3 }),
-        ),
-      );
+      const idle = await memory(svc);
+      await holdState(sockets, 'big');
       const withState = await memory(svc);
       const ctl = await fanOut(sockets, 'reaction');
       for (const ws of sockets) ws.terminate();
+
+      const plainRoom = await openRoom(svc, 'plain', PARTICIPANTS);
+      const plain = await fanOut(plainRoom, 'message');
+      for (const ws of plainRoom) ws.terminate();
 
       const ratio = ctl.deliveredPerSec / plain.deliveredPerSec;
       rows.push(
         `| ${name}: plain messages (baseline) | ${fmt(plain.deliveredPerSec)} | ${fmt(plain.p50Ms, 1)} | ${fmt(plain.p99Ms, 1)} | 1.00 | — |`,
         `| ${name}: reactions (hands and votes held) | ${fmt(ctl.deliveredPerSec)} | ${fmt(ctl.p50Ms, 1)} | ${fmt(ctl.p99Ms, 1)} | **${fmt(ratio, 2)}** | ${ratio >= 0.8 ? '✅' : '❌'} |`,
       );
-      const idlePer = (idle.rss - before.rss) / PARTICIPANTS;
-      // The controller room adds to a node that already served the plain room: compare heaps.
-      const heapIdle =
-        (idle.heapUsed + idle.external - before.heapUsed - before.external) / PARTICIPANTS;
-      const heapCtl =
-        (withState.heapUsed + withState.external - idle.heapUsed - idle.external) / PARTICIPANTS;
+      const row = (what: string, idleKiB: MemPer, ctlKiB: MemPer) =>
+        `| ${name} | ${what} | ${fmt(idleKiB.rss, 1)} | ${fmt(idleKiB.heap, 1)} | ${fmt(ctlKiB.rss, 1)} | ${fmt(ctlKiB.heap, 1)} | ${fmt(ctlKiB.heap - idleKiB.heap, 1)} | ${ctlKiB.heap < 2 * 9 ? '✅' : '❌'} |`;
       memRows.push(
-        `| ${name} | ${fmt(idlePer / 1024, 1)} | ${fmt(heapIdle / 1024, 1)} | ${fmt(heapCtl / 1024, 1)} | ${heapCtl < 2 * 9 * 1024 ? '✅' : '❌'} |`,
+        row(
+          `one room of ${PARTICIPANTS}`,
+          perConnection(before, idle, PARTICIPANTS),
+          perConnection(before, withState, PARTICIPANTS),
+        ),
+      );
+      const many = await idleConnections({ ...env, ...rates });
+      memRows.push(
+        row(`${fmt(IDLE_CONNECTIONS)} in rooms of ${IDLE_ROOM_SIZE}`, many.idle, many.withState),
       );
     } finally {
       await svc.stop();
@@ -242,10 +294,10 @@ export async function run(): Promise<string> {
     '|---|---|---|---|---|---|',
     ...rows,
     '',
-    `Memory per participant (server, after GC): RSS and heap+external of the joined room, and the heap+external a second room of ${PARTICIPANTS} adds once each participant has a raised hand and a poll answer. Target: < 2 × 9 KiB.`,
+    `Memory per participant (server, after a full GC, growth over the empty node): joined and idle, then with every participant holding a raised hand and an answer to a \`${VISIBILITY}\` poll; in the room of ${PARTICIPANTS} above, and on a fresh node as the realtime bench measures idle connections. Target: heap+external with the controller state < 2 × 9 KiB (the realtime bench's idle connection).`,
     '',
-    '| Server | idle RSS KiB/participant | idle heap KiB/participant | with controller state, heap KiB/participant | target |',
-    '|---|---|---|---|---|',
+    '| Server | rooms | idle RSS KiB | idle heap+external KiB | with state RSS KiB | with state heap+external KiB | state adds KiB | target |',
+    '|---|---|---|---|---|---|---|---|',
     ...memRows,
   ].join('\n');
 }

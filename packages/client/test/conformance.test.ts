@@ -159,3 +159,81 @@ test('the vectors cover every frame type the protocol defines, with invalid case
     );
   }
 });
+
+/*
+ * Controller events (packages/protocol/vectors/controller-events.json): the server frames of every
+ * controller event type. The Kotlin ConformanceTest parses and re-serializes the valid ones with its
+ * types and refuses the invalid ones; here the file must cover every event type the protocol
+ * defines, and @svc/client's mirror must take every valid frame in order.
+ */
+test('controller event vectors cover every controller event type and feed the mirror', async () => {
+  const { CONTROLLER_EVENT_TYPES } = await import('@svc/protocol');
+  const { SvcRoom, SvcRoomController } = await import('../src/index.ts');
+  const events: Vector[] = JSON.parse(
+    fs.readFileSync(
+      path.resolve(import.meta.dirname, '../../protocol/vectors/controller-events.json'),
+      'utf8',
+    ),
+  ).vectors;
+  const valid = events
+    .filter((v) => v.valid)
+    .map((v) => v.json as { type: string; seq: number; ts: number; data: unknown });
+  const types = new Set<string>(CONTROLLER_EVENT_TYPES);
+  for (const f of valid) assert.ok(types.has(f.type), `${f.type} is not a controller event`);
+  for (const type of CONTROLLER_EVENT_TYPES)
+    assert.ok(
+      valid.some((f) => f.type === type),
+      `no valid vector for ${type}`,
+    );
+  assert.ok(
+    events.some((v) => !v.valid),
+    'invalid controller event vectors',
+  );
+  const person = (userId: string) => ({
+    sid: `PA_${userId}`,
+    userId,
+    name: userId,
+    isHost: userId === 'h',
+    joinedAt: '2026-01-01T00:00:00.000Z',
+    connected: true,
+  });
+  const room = new SvcRoom(
+    {
+      sessionId: 'PA_ann',
+      resumeToken: 'x',
+      room: {
+        roomName: 'standup',
+        liveType: 'VIDEO_CONFERENCE',
+        status: 'ACTIVE',
+        maxParticipants: 10,
+        numParticipants: 3,
+        canJoinWithNoHost: true,
+        metadata: null,
+        createdAt: '2026-01-01T00:00:00.000Z',
+      },
+      self: person('ann'),
+      participants: ['h', 'ann', 'bob'].map(person),
+      departureGraceMs: 1000,
+    } as never,
+    { request: async () => ({}) },
+  );
+  const controller = new SvcRoomController({
+    room,
+    connect: async () => room,
+    answerInvitation: async () => {},
+  });
+  controller.autoJoinBreakoutRooms = false;
+  controller._snapshot(undefined, 100, {
+    roomName: 'standup',
+    liveType: 'VIDEO_CONFERENCE',
+    participant: { userId: 'ann', name: 'ann' },
+  });
+  const seen: string[] = [];
+  controller.onEvent = (e) => seen.push(e.type);
+  for (const f of valid) controller._event(room, f.type, f.data, f.seq, f.ts);
+  assert.deepEqual(
+    seen,
+    valid.map((f) => f.type),
+  );
+  assert.equal(controller.state.value.seq, valid.at(-1)!.seq);
+});

@@ -349,3 +349,37 @@ export interface ControllerEventData {
   'network.quality': { scores: SvcNetworkQuality[] };
 }
 export type ControllerEventType = keyof ControllerEventData;
+
+/** Every controller room event type (a compile error here when ControllerEventData changes). */
+export const CONTROLLER_EVENT_TYPES = Object.keys({
+  'room.settings_changed': true,
+  'role.changed': true,
+  'spotlight.changed': true,
+  'participant.state_changed': true,
+  'chat.message': true,
+  'typing.started': true,
+  'typing.stopped': true,
+  'hand.raised': true,
+  'hand.lowered': true,
+  'poll.created': true,
+  'poll.updated': true,
+  'poll.ended': true,
+  'reaction.batch': true,
+  'invitation.created': true,
+  'invitation.updated': true,
+  'waiting.joined': true,
+  'waiting.approved': true,
+  'waiting.rejected': true,
+  'waiting.timed_out': true,
+  'waiting.left': true,
+  'breakout.created': true,
+  'breakout.moved': true,
+  'breakout.closing': true,
+  'breakout.closed': true,
+  'breakout.broadcast': true,
+  'media.state_changed': true,
+  'media.unmute_requested': true,
+  'media.all_muted': true,
+  'media.all_unmute_requested': true,
+  'network.quality': true,
+} satisfies Record<ControllerEventType, true>) as ControllerEventType[];

@@ -67,6 +67,12 @@ public enum class SvcLeaveReason {
 
     /** The server shut down. */
     SERVER_SHUTDOWN,
+
+    /** A host or co-host declined this participant in the waiting room. */
+    WAITING_REJECTED,
+
+    /** Nobody admitted this participant from the waiting room in time. */
+    WAITING_TIMEOUT,
 }
 
 /** A user as the app describes it: who sends a message through the REST API. */
@@ -309,6 +315,8 @@ public sealed class SvcDisconnectReason {
     public data class Server(
         /** The server's reason. */
         val reason: SvcLeaveReason,
+        /** The server's text for it, if any (a kick's reason). */
+        val message: String? = null,
     ) : SvcDisconnectReason()
 }
 

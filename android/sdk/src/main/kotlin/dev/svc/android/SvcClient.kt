@@ -7,6 +7,7 @@ import dev.svc.android.internal.AndroidMediaEngine
 import dev.svc.android.internal.AndroidPlatform
 import dev.svc.android.internal.AppEventData
 import dev.svc.android.internal.ChannelClose
+import dev.svc.android.internal.ControllerMirror
 import dev.svc.android.internal.CloseCodes
 import dev.svc.android.internal.EventFrame
 import dev.svc.android.internal.MediaEngine
@@ -52,6 +53,7 @@ import kotlinx.coroutines.flow.asStateFlow
 import kotlinx.coroutines.launch
 import kotlinx.coroutines.withContext
 import kotlinx.coroutines.withTimeoutOrNull
+import kotlinx.serialization.KSerializer
 import kotlinx.serialization.Serializable
 import kotlinx.serialization.json.JsonElement
 import kotlinx.serialization.json.JsonNull
@@ -135,6 +137,26 @@ public class SvcClient internal constructor(
     private val serial = Dispatchers.Default.limitedParallelism(1)
     private val scope = CoroutineScope(SupervisorJob() + serial)
     private val callbacks = CoroutineScope(SupervisorJob() + platform.callbackDispatcher)
+
+    /** The mirror of the current room's controller state ([controller]). */
+    internal val mirror = ControllerMirror(
+        deliver = { block -> callbacks.launch { runHandler(block) } },
+        switchRoom = { target, fallback ->
+            scope.launch {
+                try {
+                    connect(target)
+                } catch (e: SvcException) {
+                    if (fallback != null) runCatching { connect(fallback) }
+                }
+            }
+        },
+    )
+
+    /**
+     * The room controller of this client's room (roles, moderation, chat, hands, polls…); the same state
+     * as [SvcRoomController.instance] once initialized with this client.
+     */
+    public val controller: SvcRoomController by lazy { SvcRoomController().also { it.bind(this) } }
     private val http: OkHttpClient = http
     private val rest = RestClient(http, config.baseUrl, config.projectId, config.apiKey, config.bundleId ?: platform.packageName)
 
@@ -362,6 +384,7 @@ public class SvcClient internal constructor(
             channel?.abandon()
         }
         currentRoom = null
+        mirror.reset()
         mutableState.value = SvcConnectionState.DISCONNECTED
         if (wasInRoom) dispatch(SvcEvent.Disconnected(SvcDisconnectReason.ClientDisconnect))
     }
@@ -380,19 +403,22 @@ public class SvcClient internal constructor(
         r.channel?.abandon()
         r.channel = null
         currentRoom = null
+        mirror.reset()
         failure = error
         mutableState.value = SvcConnectionState.FAILED
         if (notifyApp) dispatch(SvcEvent.Disconnected(SvcDisconnectReason.ReconnectFailed))
     }
 
-    private fun end(r: Run, reason: SvcLeaveReason?) {
+    private fun end(r: Run, reason: SvcLeaveReason?, message: String? = null) {
         val wasInRoom = currentRoom != null
         stop(r)
         r.channel?.abandon()
         r.channel = null
         currentRoom = null
+        if (reason == SvcLeaveReason.ROOM_DELETED && wasInRoom) mirror.roomDeleted()
+        mirror.reset()
         mutableState.value = SvcConnectionState.DISCONNECTED
-        if (reason != null && wasInRoom) dispatch(SvcEvent.Disconnected(SvcDisconnectReason.Server(reason)))
+        if (reason != null && wasInRoom) dispatch(SvcEvent.Disconnected(SvcDisconnectReason.Server(reason, message)))
     }
 
     /** Opens a channel and joins (or resumes, falling back to a fresh join); the channel is then `r.channel`. */
@@ -501,6 +527,7 @@ public class SvcClient internal constructor(
                 } else {
                     currentRoom = Room(snapshot, transportOf(r))
                 }
+                mirror.snapshot(snapshot.controller, frame.seq, r.options)
                 outcome.complete(Outcome.JOINED)
                 return
             }
@@ -529,6 +556,7 @@ public class SvcClient internal constructor(
         if (frame.seq <= r.lastSeq) return
         r.lastSeq = frame.seq
         applyEvent(r, room, frame)
+        mirror.event(room, frame)
     }
 
     private fun applyEvent(r: Run, room: Room, frame: EventFrame<*>) {
@@ -586,7 +614,7 @@ public class SvcClient internal constructor(
         r.heartbeat?.cancel()
         val reason = endReasonOf(r, close)
         if (reason != null) {
-            end(r, reason)
+            end(r, reason, close.sessionClosed?.message)
             return
         }
         r.reconnect = scope.launch { reconnectLoop(r) }
@@ -741,6 +769,30 @@ public class SvcClient internal constructor(
         channel.request(type, data)
     }
 
+    /** A controller request on the current room's connection. */
+    internal suspend fun controllerRequest(type: String, data: JsonElement): JsonObject = withContext(serial) {
+        val r = run
+        if (r == null || currentRoom == null) throw SvcException("not_connected", "Connect to a room first")
+        request(r, type, data)
+    }
+
+    /**
+     * Answers an invitation on the invitation room's channel before (or without) joining it: the two
+     * requests a connection may send before `session.join`.
+     */
+    internal suspend fun <T> answerInvitation(options: SvcRoomOptions, type: String, serializer: KSerializer<T>, data: T) {
+        val token = getToken(options)
+        withContext(serial) {
+            val channel = SignalChannel(http, config.requestTimeoutMs, scope, onFrame = {}, onClose = {})
+            try {
+                channel.open(rewriteUrl(token.wsUrl))
+                channel.request(type, WireJson.encodeToJsonElement(serializer, data))
+            } finally {
+                channel.close(CloseCodes.NORMAL)
+            }
+        }
+    }
+
     private fun roomTokenHeader(): Map<String, String> {
         val token = run?.token?.token ?: return emptyMap()
         return mapOf("X-Room-Token" to token)
@@ -748,16 +800,19 @@ public class SvcClient internal constructor(
 
     private fun dispatch(event: SvcEvent) {
         mutableEvents.tryEmit(event)
-        callbacks.launch {
-            try {
-                deliver(event)
-            } catch (e: CancellationException) {
-                throw e
-            } catch (
-                @Suppress("TooGenericExceptionCaught") e: Exception,
-            ) {
-                Thread.currentThread().uncaughtExceptionHandler?.uncaughtException(Thread.currentThread(), e)
-            }
+        callbacks.launch { runHandler { deliver(event) } }
+    }
+
+    /** Runs an app handler; one that throws goes to the thread's uncaught-exception handler, not to the client. */
+    private fun runHandler(block: () -> Unit) {
+        try {
+            block()
+        } catch (e: CancellationException) {
+            throw e
+        } catch (
+            @Suppress("TooGenericExceptionCaught") e: Exception,
+        ) {
+            Thread.currentThread().uncaughtExceptionHandler?.uncaughtException(Thread.currentThread(), e)
         }
     }
 

@@ -86,6 +86,18 @@ class PermissionsRobolectricTest {
     }
 
     @Test
+    fun controllerSingletonBindsToTheClientAndReadsTheSystemAccessibility() {
+        val client = client()
+        val controller = SvcRoomController.instance.initialize(client, context)
+        assertTrue(controller === SvcRoomController.instance && controller.isInitialized)
+        controller.pin("u2")
+        assertEquals("one mirror per client", listOf("u2"), client.controller.state.value.pinned)
+        assertEquals(SvcAccessibilitySettings(captions = false, screenReader = false), controller.systemAccessibilitySettings())
+        android.provider.Settings.Secure.putInt(context.contentResolver, "accessibility_captioning_enabled", 1)
+        assertEquals(true, controller.systemAccessibilitySettings().captions)
+    }
+
+    @Test
     fun bundleIdIsThePackageNameUnlessOverridden() = runBlocking {
         assertEquals("r1", client().getRoom("r1").roomName)
         assertEquals(context.packageName, requests.last().second)

@@ -4,19 +4,24 @@ import com.sun.net.httpserver.HttpServer
 import java.net.InetAddress
 import java.net.InetSocketAddress
 import java.util.concurrent.CopyOnWriteArrayList
+import kotlinx.coroutines.flow.first
 import kotlinx.coroutines.runBlocking
+import kotlinx.coroutines.withTimeout
 import okhttp3.OkHttpClient
 import org.junit.jupiter.api.AfterEach
 import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertNull
+import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.assertThrows
 
 /**
- * The recording operations speak the recordings API of issue 20 (`/v1/realtime/recordings…`), which the
- * server does not serve yet: a loopback HTTP server stands in for it, records each request and answers
- * with the documented shapes, so the requests (method, path, query, body, headers, defaults) and the
- * decoding of the answers are checked here.
+ * The recording operations against the recordings API (`/v1/realtime/recordings…`). On the real server
+ * (no Janus in these tests, so nothing is recorded): listing and getting, the refusals of a missing
+ * recording or room, and who may call (a server key; a client key only with the room token of a host or
+ * co-host present in the room). The successful start and stop need Janus (MediaTest's environment): a
+ * loopback HTTP server stands in for their answers, recording each request, so the requests (method,
+ * path, query, body, headers, defaults) and the decoding of the documented answers are checked too.
  */
 class RecordingsTest {
     private data class Seen(val method: String, val path: String, val query: String?, val body: String, val roomToken: String?)
@@ -71,6 +76,45 @@ class RecordingsTest {
 
     @AfterEach
     fun tearDown() = http.stop(0)
+
+    @Test
+    fun `on the real server, recordings are listed and refused by the server's rules`() = runBlocking<Unit> {
+        val server = TestServer.shared
+        val name = uniqueRoom("rec")
+        TestClient(apiKey = server.serverKey).use { backend ->
+            val page = backend.client.listRecordings(SvcListRecordingsOptions(status = "COMPLETED", page = 1, limit = 5))
+            assertEquals(5, page.meta.limit)
+            assertTrue(page.items.all { it.status == "COMPLETED" })
+            assertTrue(backend.client.listActiveRecordings(name).isEmpty())
+            for (call in listOf<suspend () -> Unit>(
+                { backend.client.getRecording("EG_missing") },
+                { backend.client.getRecordingDownloadUrl("EG_missing") },
+                { backend.client.stopRecord("EG_missing") },
+            )) {
+                val e = assertThrows<SvcException> { call() }
+                assertEquals("recording_not_found", e.code)
+                assertEquals(404, e.status)
+                assertTrue(e.requestId != null)
+            }
+            assertEquals("room_not_found", assertThrows<SvcException> { backend.client.startRecord(SvcStartRecordingOptions("$name-none")) }.code)
+        }
+        TestClient().use { host ->
+            TestClient().use { ann ->
+                // A bare client key is refused; a participant's room token too, until a host makes it a co-host.
+                assertEquals("server_key_required", assertThrows<SvcException> { ann.client.listRecordings() }.code)
+                host.client.connect(roomOptions(name, "h", "Host", isHost = true))
+                ann.client.connect(roomOptions(name, "ann", "Ann"))
+                assertEquals("host_required", assertThrows<SvcException> { ann.client.listRecordings() }.code)
+                host.client.controller.promoteToCoHost("ann")
+                withTimeout(10_000) { ann.client.controller.state.first { "ann" in it.coHosts } }
+                assertEquals(0, ann.client.listRecordings().meta.total)
+                assertTrue(ann.client.listActiveRecordings(name).isEmpty())
+                val other = assertThrows<SvcException> { ann.client.startRecord(SvcStartRecordingOptions("$name-other")) }
+                assertEquals("token_room_mismatch", other.code)
+                assertEquals("recording_not_found", assertThrows<SvcException> { ann.client.getRecording("EG_missing") }.code)
+            }
+        }
+    }
 
     @Test
     fun `every recording operation calls its route with the documented defaults`() = runBlocking {

@@ -56,6 +56,8 @@ class TestServer private constructor(
                 put("SVC_REALTIME_SWEEP_INTERVAL_MS", "50")
                 put("SVC_REALTIME_DEPARTURE_GRACE_MS", GRACE_MS.toString())
                 put("SVC_REALTIME_HANDSHAKE_TIMEOUT_MS", "5000")
+                // The room controller's network quality, measured often enough for a test to see it.
+                put("SVC_REALTIME_QUALITY_INTERVAL_MS", "300")
                 putAll(env)
             }
             val process = builder.start()

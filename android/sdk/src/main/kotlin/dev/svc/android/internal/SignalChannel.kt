@@ -47,7 +47,8 @@ private val CLOSE_CODE_ERRORS = mapOf(
 internal fun errorOfClose(close: ChannelClose): SvcException {
     close.lastError?.let { return SvcException(it.code, it.message, closeCode = close.closeCode) }
     close.sessionClosed?.let {
-        return SvcException(it.code, "The server closed the session (${it.reason})", closeCode = close.closeCode)
+        val detail = it.message?.let { text -> ": $text" } ?: ""
+        return SvcException(it.code, "The server closed the session (${it.reason})$detail", closeCode = close.closeCode)
     }
     CLOSE_CODE_ERRORS[close.closeCode]?.let {
         return SvcException(it, "The signaling connection closed (WebSocket close ${close.closeCode})", closeCode = close.closeCode)

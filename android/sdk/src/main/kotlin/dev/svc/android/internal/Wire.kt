@@ -213,7 +213,7 @@ internal data class SessionResumedData(
 internal data class SessionWaitingData(val reason: String)
 
 @Serializable
-internal data class SessionClosedData(val reason: String, val code: String, val closeCode: Int)
+internal data class SessionClosedData(val reason: String, val code: String, val closeCode: Int, val message: String? = null)
 
 @Serializable
 internal data class ParticipantJoinedData(val participant: SvcParticipant)
@@ -256,6 +256,7 @@ private fun serializerOf(type: String): KSerializer<out ServerFrame>? = when {
     type == "media.muted" -> EventFrame.serializer(MediaMutedData.serializer())
     type == "media.trickle" -> EventFrame.serializer(MediaTrickleData.serializer())
     type.startsWith("app.") -> EventFrame.serializer(AppEventData.serializer())
+    type in CONTROLLER_EVENTS -> EventFrame.serializer(CONTROLLER_EVENTS.getValue(type))
     else -> null
 }
 

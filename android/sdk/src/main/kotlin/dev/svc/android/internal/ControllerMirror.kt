@@ -84,8 +84,24 @@ internal class ControllerMirror(
         if (state.value.breakoutOf != null && main != null && autoJoinBreakoutRooms) switchRoom(main, null)
     }
 
+    /**
+     * A poll view from an ack. It can be older than events already mirrored (votes committed on other nodes
+     * reached the socket first): votes only grow and a poll only ends, so the shared fields keep the newer of
+     * the two; the caller's own fields (myVote, after-vote results) come from the ack.
+     */
     fun replacePoll(poll: SvcPoll) {
-        state.update { s -> s.copy(polls = s.polls.map { if (it.id == poll.id) poll.copy(myVote = poll.myVote ?: it.myVote) else it }) }
+        state.update { s ->
+            s.copy(
+                polls = s.polls.map {
+                    when {
+                        it.id != poll.id -> it
+                        poll.totalVotes < it.totalVotes || (it.endedAt != null && poll.endedAt == null) ->
+                            it.copy(myVote = poll.myVote ?: it.myVote, results = it.results ?: poll.results)
+                        else -> poll.copy(myVote = poll.myVote ?: it.myVote)
+                    }
+                },
+            )
+        }
     }
 
     /** A room event in seq order (duplicates already dropped); non-controller events only touch what they change. */

@@ -338,6 +338,19 @@ export class MediaService {
     const pub = await engine
       .publish(roomKey, `${claims.userId}`, d.sdp)
       .catch((err) => this.engineFailure(err));
+    // A microphone the room controller has muted (a moderator's mute, or the user's own) starts
+    // muted in the SFU too: publishing again (a new device, a republish after a move or an
+    // engine restart) does not get around a moderator's mute.
+    const forcedMute =
+      kind === 'audio' &&
+      (room.controller?.media.some((m) => m.userId === claims.userId && m.microphoneMuted) ??
+        false);
+    if (forcedMute) {
+      await engine.moderate(roomKey, pub.feedId, pub.mid, true).catch(async (err) => {
+        await engine.detach(pub.handleId).catch(() => {});
+        this.engineFailure(err);
+      });
+    }
     const trackId = newId('TR', this.now());
     const leg: Publication = {
       kind: 'pub',
@@ -354,7 +367,7 @@ export class MediaService {
       userId: claims.userId,
       kind,
       source: d.source,
-      muted: false,
+      muted: forcedMute,
       feedId: pub.feedId,
       mid: pub.mid,
       nodeId: this.nodeId,

@@ -64,5 +64,21 @@ describe('room controller mutes in the SFU (Janus)', { skip: skip ?? false }, ()
     );
     const refused = await p.request('media.update_self', { microphoneMuted: false });
     assert.equal(refused.code, 'self_unmute_not_allowed');
+
+    // Publishing the microphone again does not get around the mute: the new track starts muted.
+    const unpub = await p.request('media.unpublish', { trackId: pub.data.trackId });
+    assert.equal(unpub.type, 'ack');
+    const mark = host.frames.length;
+    const again = await p.request('media.publish', {
+      source: 'microphone',
+      sdp: fakeOffer('audio'),
+    });
+    assert.equal(again.type, 'ack', JSON.stringify(again));
+    const started = await host.waitType(
+      'media.started',
+      (f) => f.data.track.trackId === again.data.trackId,
+      mark,
+    );
+    assert.equal(started.data.track.muted, true);
   });
 });

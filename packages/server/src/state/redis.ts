@@ -234,6 +234,8 @@ export class RedisState implements SharedState {
       this.permits.clear();
       this.startProbing();
     });
+    // Hands back the permits of leases that ended, or whose window did by the system clock (a
+    // caller on another clock, as some tests are, only gets its permits handed back early).
     this.permitSweeper = setInterval(() => {
       for (const back of this.permits.expire(Date.now(), 60_000)) this.giveBack(back);
     }, PERMIT_SWEEP_MS).unref();

@@ -52,6 +52,8 @@ interface Lease {
 
 export class PermitLeases {
   private leases = new Map<string, Lease>();
+  /** The same leases by window length, then bucket: `take` builds no string per request. */
+  private byWindow = new Map<number, Map<string, Lease>>();
 
   constructor(
     private options: PermitOptions,
@@ -68,12 +70,12 @@ export class PermitLeases {
    * ahead of need (half the last grant is used), so requests rarely wait for a grant.
    */
   take(
-    id: string,
+    bucket: string,
     limit: number,
     windowMs: number,
     nowMs: number,
   ): { result: RateLimitResult; refill: boolean } | undefined {
-    const lease = this.leases.get(id);
+    const lease = this.byWindow.get(windowMs)?.get(bucket);
     if (lease === undefined) return undefined;
     lease.seen += 1;
     if (
@@ -131,6 +133,12 @@ export class PermitLeases {
         refilling: false,
       };
       this.leases.set(id, lease);
+      let buckets = this.byWindow.get(windowMs);
+      if (!buckets) {
+        buckets = new Map();
+        this.byWindow.set(windowMs, buckets);
+      }
+      buckets.set(bucket, lease);
       return { reserve: 0, holding: false };
     }
     // Requests that went to Redis without passing `take` (no lease yet) count as seen too.
@@ -210,8 +218,10 @@ export class PermitLeases {
     for (const [id, lease] of this.leases) {
       const over = lease.index !== Math.floor(nowMs / lease.windowMs);
       if (lease.endsAt > 0 && (now >= lease.endsAt || over)) back.push(this.end(lease));
-      if (lease.endsAt === 0 && !lease.refilling && now - lease.askedAt >= idleMs)
+      if (lease.endsAt === 0 && !lease.refilling && now - lease.askedAt >= idleMs) {
         this.leases.delete(id);
+        this.byWindow.get(lease.windowMs)?.delete(lease.bucket);
+      }
     }
     return back;
   }
@@ -219,6 +229,7 @@ export class PermitLeases {
   /** Drops every permit without handing it back (Redis is down: they stay counted there). */
   clear() {
     this.leases.clear();
+    this.byWindow.clear();
   }
 
   /** Unused permits held for `id` (for tests and metrics). */

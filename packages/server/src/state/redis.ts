@@ -343,7 +343,7 @@ export class RedisState implements SharedState {
     nowMs: number,
   ): RateLimitResult | Promise<RateLimitResult> {
     if (!this.health.up) return this.local.rateLimit(bucket, limit, windowMs, nowMs);
-    const taken = this.permits.take(PermitLeases.id(bucket, windowMs), limit, windowMs, nowMs);
+    const taken = this.permits.take(bucket, limit, windowMs, nowMs);
     if (taken !== undefined) {
       if (taken.refill) this.batchFor(bucket, limit, windowMs, nowMs);
       return taken.result;

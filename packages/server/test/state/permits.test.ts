@@ -31,10 +31,10 @@ test('a bucket seen once, or seldom, asks for no permits; a busy one asks for a 
   advance(50);
   // 4 requests in 50 ms: about 16 within a 200 ms lease.
   // (Every request passes `take` first: the one that asks was seen there too.)
-  for (let i = 0; i < 4; i++) leases.take(id, 100, minute, t0);
+  for (let i = 0; i < 4; i++) leases.take('key:1', 100, minute, t0);
   assert.equal(ask(1).reserve, 16);
   advance(1);
-  for (let i = 0; i < 5000; i++) leases.take(id, 100, minute, t0);
+  for (let i = 0; i < 5000; i++) leases.take('key:1', 100, minute, t0);
   assert.equal(ask(1).reserve, 1000, 'capped at maxGrant');
   advance(100);
   assert.equal(ask(1).reserve, 0, 'fewer than minGrant expected: none');
@@ -44,28 +44,28 @@ test('permits admit synchronously within their window and lease, refill at half,
   const { ask, advance, leases, id, now } = setup();
   const index = Math.floor(t0 / minute);
   ask(5);
-  assert.equal(leases.take(id, 100, minute, t0), undefined, 'no permits yet');
+  assert.equal(leases.take('key:1', 100, minute, t0), undefined, 'no permits yet');
   // Redis admitted 5 and granted 10: its count is 15, with 20 in the previous window.
   assert.equal(leases.granted(id, index, 10, 20, 15, now()), undefined);
   assert.equal(leases.held(id), 10);
-  const first = leases.take(id, 100, minute, t0);
+  const first = leases.take('key:1', 100, minute, t0);
   assert.ok(first);
   assert.equal(first.refill, false);
   // 10 s into the window the previous one weighs 5/6: 100 - 20 × 5/6 - (15 - 9) = 77.3.
   assert.equal(first.result.allowed, true);
   assert.equal(first.result.remaining, 77);
-  for (let i = 0; i < 3; i++) assert.equal(leases.take(id, 100, minute, t0)?.refill, false);
-  assert.equal(leases.take(id, 100, minute, t0)?.refill, true, 'half the grant used: refill');
-  assert.equal(leases.take(id, 100, minute, t0)?.refill, false, 'one refill at a time');
+  for (let i = 0; i < 3; i++) assert.equal(leases.take('key:1', 100, minute, t0)?.refill, false);
+  assert.equal(leases.take('key:1', 100, minute, t0)?.refill, true, 'half the grant used: refill');
+  assert.equal(leases.take('key:1', 100, minute, t0)?.refill, false, 'one refill at a time');
   assert.equal(leases.held(id), 4);
-  assert.equal(leases.take(id, 50, minute, t0), undefined, 'another limit: not these permits');
+  assert.equal(leases.take('key:1', 50, minute, t0), undefined, 'another limit: not these permits');
   assert.equal(
-    leases.take(id, 100, minute, (index + 1) * minute),
+    leases.take('key:1', 100, minute, (index + 1) * minute),
     undefined,
     'the next window: not these permits',
   );
   advance(options.leaseMs);
-  assert.equal(leases.take(id, 100, minute, t0), undefined, 'the lease is over');
+  assert.equal(leases.take('key:1', 100, minute, t0), undefined, 'the lease is over');
   assert.deepEqual(leases.expire(t0, minute), [
     { bucket: 'key:1', windowMs: minute, index, unused: 4 },
   ]);
@@ -108,12 +108,12 @@ test('release hands back what is unused at once; clear drops everything (Redis d
   const index = Math.floor(t0 / minute);
   ask(1);
   leases.granted(id, index, 8, 0, 9, now());
-  leases.take(id, 100, minute, t0);
+  leases.take('key:1', 100, minute, t0);
   assert.equal(ask(0).holding, true, 'a node with a lease says so');
   assert.deepEqual(leases.release(id), { bucket: 'key:1', windowMs: minute, index, unused: 7 });
-  assert.equal(leases.take(id, 100, minute, t0), undefined);
+  assert.equal(leases.take('key:1', 100, minute, t0), undefined);
   leases.granted(id, index, 8, 0, 17, now());
   leases.clear();
   assert.equal(leases.held(id), 0);
-  assert.equal(leases.take(id, 100, minute, t0), undefined);
+  assert.equal(leases.take('key:1', 100, minute, t0), undefined);
 });

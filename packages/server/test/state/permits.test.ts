@@ -24,7 +24,7 @@ function setup() {
 }
 
 test('a bucket seen once, or seldom, asks for no permits; a busy one asks for a lease of them, capped', () => {
-  const { ask, advance, leases, id } = setup();
+  const { ask, advance, leases } = setup();
   assert.deepEqual(ask(1), { reserve: 0, holding: false }, 'first sight: no permits');
   advance(500);
   assert.equal(ask(1).reserve, 0, 'one request per 500 ms: decided request by request');

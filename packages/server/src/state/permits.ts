@@ -48,6 +48,8 @@ interface Lease {
   seen: number;
   /** A refill is on its way. */
   refilling: boolean;
+  /** How many times the lease has ended: a grant asked for before the last end goes back. */
+  generation: number;
 }
 
 export class PermitLeases {
@@ -105,8 +107,9 @@ export class PermitLeases {
   /**
    * Called when this node asks Redis for `id` with `asking` requests waiting: how many permits
    * to ask for beyond them, from the rate this node has seen the bucket at (0 for a bucket that
-   * is not busy: it is then decided request by request, as without permits), and whether the
-   * node holds a lease in Redis (Redis then keeps it; otherwise it drops any left over).
+   * is not busy: it is then decided request by request, as without permits), the permits of
+   * a lease that has ended, to hand back before asking, and the lease's generation (for
+   * {@link granted}).
    */
   ask(
     id: string,
@@ -114,7 +117,7 @@ export class PermitLeases {
     limit: number,
     windowMs: number,
     asking: number,
-  ): { reserve: number; holding: boolean } {
+  ): { reserve: number; generation: number; back?: Returned } {
     const now = this.monotonic();
     let lease = this.leases.get(id);
     if (lease === undefined) {
@@ -131,6 +134,7 @@ export class PermitLeases {
         askedAt: now,
         seen: 0,
         refilling: false,
+        generation: 0,
       };
       this.leases.set(id, lease);
       let buckets = this.byWindow.get(windowMs);
@@ -139,25 +143,30 @@ export class PermitLeases {
         this.byWindow.set(windowMs, buckets);
       }
       buckets.set(bucket, lease);
-      return { reserve: 0, holding: false };
+      return { reserve: 0, generation: 0 };
     }
     // Requests that went to Redis without passing `take` (no lease yet) count as seen too.
     const seen = Math.max(lease.seen, asking);
     const elapsed = now - lease.askedAt;
     lease.askedAt = now;
     lease.seen = 0;
-    // A lease this node holds in Redis stays until it ends (then its unused permits go back).
-    const holding = lease.endsAt > 0;
-    if (elapsed >= this.options.leaseMs) return { reserve: 0, holding };
+    // A lease that has ended goes back first (before the ask, on the same connection), so its
+    // unused permits are room again.
+    const back = lease.endsAt > 0 && now >= lease.endsAt ? this.end(lease) : undefined;
+    const generation = lease.generation;
+    if (elapsed >= this.options.leaseMs) return { reserve: 0, generation, back };
     const expected = Math.floor((seen * this.options.leaseMs) / Math.max(elapsed, 1));
     const reserve = Math.min(this.options.maxGrant, expected);
-    return { reserve: reserve < this.options.minGrant ? 0 : reserve, holding };
+    return { reserve: reserve < this.options.minGrant ? 0 : reserve, generation, back };
   }
 
   /**
-   * Records Redis's answer to an ask made at `askedAt` (monotonic) for window `index`: `granted`
-   * permits (possibly 0) and its counts (`curr` after the grant). Returns permits to hand back
-   * at once: those of an older window the node still held.
+   * Records Redis's answer to an ask made at `askedAt` (monotonic) in lease `generation`, for
+   * window `index`: `granted` permits (possibly 0) and its counts (`curr` after the grant).
+   * Returns permits to hand back at once: those of an older window the node still held, and a
+   * grant that arrives for a window the node has left or after its lease ended (handed back
+   * while the grant was on its way: Redis no longer lists the lease, so other nodes would not
+   * wait for these permits).
    */
   granted(
     id: string,
@@ -166,25 +175,24 @@ export class PermitLeases {
     prev: number,
     curr: number,
     askedAt: number,
-  ): Returned | undefined {
+    generation: number,
+  ): Returned[] {
     const lease = this.leases.get(id);
-    if (lease === undefined) return undefined;
+    if (lease === undefined) return [];
     lease.refilling = false;
-    let back: Returned | undefined;
-    if (lease.index !== index) {
-      if (lease.index > index) {
-        // The answer is for a window this node has left: its grant goes straight back.
-        return granted > 0
-          ? { bucket: lease.bucket, windowMs: lease.windowMs, index, unused: granted }
-          : undefined;
-      }
-      if (lease.endsAt > 0) back = this.end(lease);
+    const back: Returned[] = [];
+    const grant = { bucket: lease.bucket, windowMs: lease.windowMs, index, unused: granted };
+    if (lease.index > index) return granted > 0 ? [grant] : [];
+    const ended = lease.generation !== generation;
+    if (lease.index < index) {
+      if (lease.endsAt > 0) back.push(this.end(lease));
       lease.index = index;
       lease.permits = 0;
     }
     lease.prev = prev;
     lease.curr = curr;
-    if (granted > 0) {
+    if (granted > 0 && ended) back.push(grant);
+    else if (granted > 0) {
       lease.permits += granted;
       lease.lastGrant = granted;
       lease.endsAt = askedAt + this.options.leaseMs;
@@ -246,6 +254,7 @@ export class PermitLeases {
     };
     lease.permits = 0;
     lease.endsAt = 0;
+    lease.generation += 1;
     return back;
   }
 }

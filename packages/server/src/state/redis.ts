@@ -13,8 +13,8 @@ import {
 
 // KEYS[1] current window's count, KEYS[2] previous window's, KEYS[3] the current window's
 // leases (node id -> when its lease ends, Redis time in ms). ARGV: limit, fraction into the
-// window, ttl ms, requests asking, permits wanted beyond them, node id, whether the node holds a
-// lease ('1') or not ('0'), lease ms, reclaim channel, reclaim message. Admits as many of the
+// window, ttl ms, requests asking, permits wanted beyond them, node id, lease ms, reclaim
+// channel, reclaim message. Admits as many of the
 // asking requests as the window has room for, in one script, so concurrent requests on any node
 // cannot overshoot. When all are admitted it also grants the node up to the permits it wants,
 // at most an eighth of the room left (counted now, used by the node without asking). When some
@@ -43,7 +43,7 @@ if admitted < asking then
       end
     end
   end
-  if wait > 0 then redis.call('PUBLISH', ARGV[9], ARGV[10]) end
+  if wait > 0 then redis.call('PUBLISH', ARGV[8], ARGV[9]) end
 else
   granted = math.max(0, math.min(tonumber(ARGV[5]), math.floor((room - admitted) / 8)))
 end
@@ -52,23 +52,20 @@ if admitted + granted > 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
 end
 if granted > 0 then
-  redis.call('HSET', KEYS[3], ARGV[6], now + tonumber(ARGV[8]))
+  redis.call('HSET', KEYS[3], ARGV[6], now + tonumber(ARGV[7]))
   redis.call('PEXPIRE', KEYS[3], ARGV[3])
-elseif ARGV[7] == '0' then
-  redis.call('HDEL', KEYS[3], ARGV[6])
 end
 return {admitted, prev, curr, granted, wait}
 `;
 
 // KEYS[1] a window's count, KEYS[2] its leases; ARGV node id, unused permits. Ends the node's
-// lease and takes its unused permits off the count, unless the lease is gone already (expired
-// and dropped, or flushed): then they stay counted, which errs on the side of the limit.
+// lease and takes its unused permits off the count (never below zero: after a flush the count
+// starts again from nothing).
 const RETURN_PERMITS = `
-if redis.call('HDEL', KEYS[2], ARGV[1]) == 1 then
-  local back = math.min(tonumber(ARGV[2]), tonumber(redis.call('GET', KEYS[1]) or '0'))
-  if back > 0 then redis.call('DECRBY', KEYS[1], back) end
-end
-return 0
+redis.call('HDEL', KEYS[2], ARGV[1])
+local back = math.min(tonumber(ARGV[2]), tonumber(redis.call('GET', KEYS[1]) or '0'))
+if back > 0 then redis.call('DECRBY', KEYS[1], back) end
+return back
 `;
 
 /** Requests for one bucket that arrived in one turn of the event loop, decided by one script call. */
@@ -91,7 +88,6 @@ type RedisWithScripts = Redis & {
     asking: number,
     reserve: number,
     node: string,
-    holding: '0' | '1',
     leaseMs: number,
     reclaimChannel: string,
     reclaimMessage: string,
@@ -374,13 +370,14 @@ export class RedisState implements SharedState {
   private decide(b: RateLimitBatch) {
     const id = PermitLeases.id(b.bucket, b.windowMs);
     const askedAt = performance.now();
-    const { reserve, holding } = this.permits.ask(
+    const { reserve, generation, back } = this.permits.ask(
       id,
       b.bucket,
       b.limit,
       b.windowMs,
       b.waiters.length,
     );
+    if (back) this.giveBack(back);
     if (b.waiters.length === 0 && reserve === 0) return this.permits.refillFailed(id);
     if (reserve > 0) this.listenForReclaims();
     const index = Math.floor(b.nowMs / b.windowMs);
@@ -396,7 +393,6 @@ export class RedisState implements SharedState {
         b.waiters.length,
         reserve,
         this.node,
-        holding ? '1' : '0',
         PERMIT_LEASE_MS + PERMIT_LEASE_GRACE_MS,
         this.prefix + RECLAIM_CHANNEL,
         id,
@@ -406,20 +402,29 @@ export class RedisState implements SharedState {
         const p = Number(prevCount);
         const c = Number(currCount);
         const n = Number(admitted);
-        const back = this.permits.granted(
+        const backs = this.permits.granted(
           id,
           index,
           Number(granted),
           p,
           c + n + Number(granted),
           askedAt,
+          generation,
         );
-        if (back) this.giveBack(back);
+        for (const back of backs) this.giveBack(back);
         const short: RateLimitBatch['waiters'] = [];
         b.waiters.forEach((w, i) => {
-          if (i < n)
+          if (i < n) {
             w.resolve(slidingWindowResult(true, p, c + i + 1, b.limit, b.windowMs, b.nowMs));
-          else if (Number(waitMs) > 0) short.push(w);
+            return;
+          }
+          // Short of room in Redis, but this node may hold the room: permits granted to an
+          // earlier ask of its own that was still on its way.
+          const taken = this.permits.take(b.bucket, b.limit, b.windowMs, b.nowMs);
+          if (taken) {
+            if (taken.refill) this.batchFor(b.bucket, b.limit, b.windowMs, b.nowMs);
+            w.resolve(taken.result);
+          } else if (Number(waitMs) > 0) short.push(w);
           else w.resolve(slidingWindowResult(false, p, c + n, b.limit, b.windowMs, b.nowMs));
         });
         // Other nodes hold permits they may hand back: ask again shortly rather than refuse.

@@ -25,7 +25,7 @@ function setup() {
 
 test('a bucket seen once, or seldom, asks for no permits; a busy one asks for a lease of them, capped', () => {
   const { ask, advance, leases } = setup();
-  assert.deepEqual(ask(1), { reserve: 0, holding: false }, 'first sight: no permits');
+  assert.equal(ask(1).reserve, 0, 'first sight: no permits');
   advance(500);
   assert.equal(ask(1).reserve, 0, 'one request per 500 ms: decided request by request');
   advance(50);
@@ -43,10 +43,10 @@ test('a bucket seen once, or seldom, asks for no permits; a busy one asks for a 
 test('permits admit synchronously within their window and lease, refill at half, and end', () => {
   const { ask, advance, leases, id, now } = setup();
   const index = Math.floor(t0 / minute);
-  ask(5);
+  const { generation } = ask(5);
   assert.equal(leases.take('key:1', 100, minute, t0), undefined, 'no permits yet');
   // Redis admitted 5 and granted 10: its count is 15, with 20 in the previous window.
-  assert.equal(leases.granted(id, index, 10, 20, 15, now()), undefined);
+  assert.deepEqual(leases.granted(id, index, 10, 20, 15, now(), generation), []);
   assert.equal(leases.held(id), 10);
   const first = leases.take('key:1', 100, minute, t0);
   assert.ok(first);
@@ -74,45 +74,54 @@ test('permits admit synchronously within their window and lease, refill at half,
   assert.equal(leases.release(id), undefined, 'no lease left to release');
 });
 
+test('a lease over by the next ask is handed back with it', () => {
+  const { ask, advance, leases, id, now } = setup();
+  const index = Math.floor(t0 / minute);
+  leases.granted(id, index, 8, 0, 9, now(), ask(1).generation);
+  leases.take('key:1', 100, minute, t0);
+  advance(options.leaseMs);
+  assert.deepEqual(ask(1).back, { bucket: 'key:1', windowMs: minute, index, unused: 7 });
+  assert.equal(leases.held(id), 0);
+});
+
 test('window rollover: permits of the window that ended go back, late grants too', () => {
   const { ask, leases, id, now } = setup();
   const index = Math.floor(t0 / minute);
-  ask(1);
-  leases.granted(id, index, 8, 0, 9, now());
+  leases.granted(id, index, 8, 0, 9, now(), ask(1).generation);
   assert.equal(leases.held(id), 8);
   // A sweep after the window ended hands them back even though the lease has time left.
   assert.deepEqual(leases.expire((index + 1) * minute, minute), [
     { bucket: 'key:1', windowMs: minute, index, unused: 8 },
   ]);
-  leases.granted(id, index, 8, 0, 17, now());
+  leases.granted(id, index, 8, 0, 17, now(), ask(1).generation);
+  assert.equal(leases.held(id), 8);
   // The next window's first grant ends the old lease and returns its permits.
-  assert.deepEqual(leases.granted(id, index + 1, 6, 17, 7, now()), {
-    bucket: 'key:1',
-    windowMs: minute,
-    index,
-    unused: 8,
-  });
+  assert.deepEqual(leases.granted(id, index + 1, 6, 17, 7, now(), ask(1).generation), [
+    { bucket: 'key:1', windowMs: minute, index, unused: 8 },
+  ]);
   assert.equal(leases.held(id), 6);
   // A grant for the window already left goes straight back.
-  assert.deepEqual(leases.granted(id, index, 3, 0, 20, now()), {
-    bucket: 'key:1',
-    windowMs: minute,
-    index,
-    unused: 3,
-  });
+  assert.deepEqual(leases.granted(id, index, 3, 0, 20, now(), ask(1).generation), [
+    { bucket: 'key:1', windowMs: minute, index, unused: 3 },
+  ]);
   assert.equal(leases.held(id), 6);
 });
 
-test('release hands back what is unused at once; clear drops everything (Redis down)', () => {
+test('release hands back what is unused at once, and a grant that was on its way then too', () => {
   const { ask, leases, id, now } = setup();
   const index = Math.floor(t0 / minute);
-  ask(1);
-  leases.granted(id, index, 8, 0, 9, now());
+  leases.granted(id, index, 8, 0, 9, now(), ask(1).generation);
   leases.take('key:1', 100, minute, t0);
-  assert.equal(ask(0).holding, true, 'a node with a lease says so');
+  // A refill is asked for, then the lease is reclaimed before its answer arrives.
+  const { generation } = ask(0);
   assert.deepEqual(leases.release(id), { bucket: 'key:1', windowMs: minute, index, unused: 7 });
   assert.equal(leases.take('key:1', 100, minute, t0), undefined);
-  leases.granted(id, index, 8, 0, 17, now());
+  assert.deepEqual(leases.granted(id, index, 5, 0, 14, now(), generation), [
+    { bucket: 'key:1', windowMs: minute, index, unused: 5 },
+  ]);
+  assert.equal(leases.held(id), 0, 'not used: Redis no longer lists the lease');
+  leases.granted(id, index, 8, 0, 17, now(), ask(1).generation);
+  assert.equal(leases.held(id), 8);
   leases.clear();
   assert.equal(leases.held(id), 0);
   assert.equal(leases.take('key:1', 100, minute, t0), undefined);

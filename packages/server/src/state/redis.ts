@@ -14,9 +14,8 @@ import {
 // KEYS[1] current window's count, KEYS[2] previous window's, KEYS[3] the current window's
 // leases (node id -> when its lease ends, Redis time in ms). ARGV: limit, fraction into the
 // window, ttl ms, requests asking, permits wanted beyond them, node id, lease ms, reclaim
-// channel, reclaim message. Admits as many of the
-// asking requests as the window has room for, in one script, so concurrent requests on any node
-// cannot overshoot. When all are admitted it also grants the node up to the permits it wants,
+// channel, reclaim message. Admits as many of the asking requests as the window has room for,
+// in one script, so concurrent requests on any node cannot overshoot. When all are admitted it also grants the node up to the permits it wants,
 // at most an eighth of the room left (counted now, used by the node without asking). When some
 // are short while other nodes hold leases, it asks them to hand back their unused permits and
 // answers how long (ms) until the first lease ends, rather than refusing at once.

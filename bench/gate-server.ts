@@ -12,6 +12,9 @@ const config = loadConfig({
   ...process.env,
   LOG_LEVEL: 'warn',
   SVC_BOOTSTRAP: 'false',
+  // No embedded Janus: the gate bench measures HTTP, and a Janus that exits and restarts in the
+  // background (it does on this VM) loads the machine unevenly between rounds.
+  SVC_MEDIA: 'off',
   SVC_REDIS_PREFIX: `bench:${randomBytes(4).toString('hex')}:`,
 });
 const app = await buildApp({ config, adminToken: 'bench-admin', secret: 'bench' });

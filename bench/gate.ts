@@ -1,3 +1,4 @@
+import { Redis } from 'ioredis';
 import { cpuRatio, fmt, type Measured, measure, median, rpsRatio, startChild } from './lib.ts';
 
 const ROUNDS = 5;
@@ -16,6 +17,7 @@ interface ServerInfo {
  */
 export async function run(): Promise<string> {
   const rows: string[] = [];
+  const notes: string[] = [];
   const backends: [string, Record<string, string | undefined>, number][] = [
     ['in-process', { REDIS_URL: '', DATABASE_URL: '' }, 0.9],
   ];
@@ -45,9 +47,24 @@ export async function run(): Promise<string> {
       await load(authUrl, ROUNDS, 2);
       const bares: Measured[] = [];
       const auths: Measured[] = [];
-      for (let round = 0; round < ROUNDS; round++) {
-        bares.push(await load(bareUrl, round, SECONDS));
-        auths.push(await load(authUrl, round, SECONDS));
+      // With Redis: how many script calls the authenticated rounds cost (Redis's own count).
+      const redis = env.REDIS_URL ? new Redis(env.REDIS_URL) : null;
+      let scripts = 0;
+      try {
+        for (let round = 0; round < ROUNDS; round++) {
+          bares.push(await load(bareUrl, round, SECONDS));
+          const before = redis ? await scriptCalls(redis) : 0;
+          auths.push(await load(authUrl, round, SECONDS));
+          if (redis) scripts += (await scriptCalls(redis)) - before;
+        }
+      } finally {
+        redis?.disconnect();
+      }
+      if (redis) {
+        const requests = auths.reduce((n, r) => n + r.total, 0);
+        notes.push(
+          `With Redis the authenticated rounds cost ${fmt(scripts)} script calls for ${fmt(requests)} requests: one per ${fmt(requests / Math.max(1, scripts))} requests (Redis counts every client's calls, so this is an upper bound on a shared Redis).`,
+        );
       }
       const refused = auths.reduce((n, r) => n + r.total - (r.statuses['200'] ?? 0), 0);
       if (refused > 0) throw new Error(`${refused} non-200 answers on the authenticated route`);
@@ -64,10 +81,20 @@ export async function run(): Promise<string> {
   return [
     '### Key gate: authenticated route vs the same handler without auth',
     '',
-    `50 connections; after a 2 s warm-up per route, ${ROUNDS} alternating rounds of ${SECONDS} s per route; ratios are medians of the paired rounds' ratios. The same request headers on both routes, a client key of its own per round (the API's highest rate limit is 1,000,000 a minute); autocannon in the bench process, server in a child process. req/s with the server's CPU µs per request in brackets (process.cpuUsage, all threads; Redis's own CPU not included).`,
+    `50 connections; after a 2 s warm-up per route, ${ROUNDS} alternating rounds of ${SECONDS} s per route; ratios are medians of the paired rounds' ratios. The same request headers on both routes, a client key of its own per round (the API's highest rate limit is 1,000,000 a minute); autocannon in the bench process, server in a child process (no embedded Janus). req/s with the server's CPU µs per request in brackets (process.cpuUsage, all threads; Redis's own CPU not included).`,
     '',
     '| shared state | bare req/s | bare p99 ms | authenticated req/s | auth p99 ms | ratio (req/s) | target |',
     '|---|---|---|---|---|---|---|',
     ...rows,
+    '',
+    ...notes,
   ].join('\n');
+}
+
+/** Lua script calls Redis has served so far (`EVALSHA` and `EVAL`, every client). */
+async function scriptCalls(redis: Redis) {
+  const info = await redis.info('commandstats');
+  let calls = 0;
+  for (const m of info.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)) calls += Number(m[1]);
+  return calls;
 }

@@ -7,7 +7,7 @@ import autocannon from 'autocannon';
 
 export const ROOT = path.resolve(import.meta.dirname, '..');
 
-/** Starts a TypeScript script as a child process; resolves with its first stdout line as JSON. */
+/** Starts a TypeScript script as a child process; resolves with its stdout line that has a `port`. */
 export async function startChild<T>(script: string, env: Record<string, string | undefined> = {}) {
   const child = spawn(process.execPath, ['--import', 'tsx', script], {
     cwd: ROOT,
@@ -15,9 +15,21 @@ export async function startChild<T>(script: string, env: Record<string, string |
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const lines = readline.createInterface({ input: child.stdout! });
-  const [line] = await once(lines, 'line');
+  // The server's own log lines (JSON too) may come first: the info line is the one with a port.
+  let info: T | undefined;
+  while (info === undefined) {
+    const [line] = await once(lines, 'line');
+    let parsed: { port?: unknown } | null = null;
+    try {
+      parsed = JSON.parse(String(line));
+    } catch {
+      // Not JSON: a log line of another format.
+    }
+    if (typeof parsed?.port === 'number') info = parsed as T;
+    else process.stderr.write(`${line}\n`);
+  }
   return {
-    info: JSON.parse(String(line)) as T,
+    info,
     async stop() {
       const exited = once(child, 'exit');
       child.kill('SIGTERM');

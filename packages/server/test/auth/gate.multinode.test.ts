@@ -91,4 +91,23 @@ describe('key gate across two nodes (postgres+redis)', {
       assert.equal((await r.json()).code, 'rate_limited');
     }
   });
+
+  test('a key busy on both nodes (admitted from permits) still gets exactly its limit: 400 requests at 300', async () => {
+    const key = await admin(a, 'POST', `/projects/${projectId}/keys`, {
+      type: 'client',
+      rateLimitPerMinute: 300,
+    });
+    const statuses: number[] = [];
+    // Rounds of 20 at once on each node: both see the key busy and hold permits while the
+    // window fills, then run out of room together.
+    for (let round = 0; round < 10; round++) {
+      const responses = await Promise.all(
+        Array.from({ length: 40 }, (_, i) => call(i % 2 ? a : b, key.key)),
+      );
+      statuses.push(...responses.map((r) => r.status));
+    }
+    assert.equal(statuses.filter((s) => s === 200).length, 300);
+    assert.equal(statuses.filter((s) => s === 429).length, 100);
+    assert.ok(statuses.indexOf(429) >= 280, 'no refusal while room was left');
+  });
 });

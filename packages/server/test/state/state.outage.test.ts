@@ -95,3 +95,27 @@ test('Redis frozen: a call fails within the deadline, later ones at once; thawed
   await waitFor('Redis seen up again', async () => (state.health.up ? true : undefined), 5000);
   assert.equal(await state.run((r) => r.set('x', '1')), 'OK');
 });
+
+test('permits held when Redis goes down are dropped: the node counts alone with the key’s limit, and asks Redis again when it is back', {
+  skip,
+}, async () => {
+  await waitFor('Redis up', async () => ((await state.ping()) ? true : undefined), 5000);
+  const now = Date.now();
+  for (let round = 0; round < 3; round++)
+    await Promise.all(Array.from({ length: 10 }, () => state.rateLimit('p', 50, 60_000, now)));
+  assert.ok(!(state.rateLimit('p', 50, 60_000, now) instanceof Promise), 'holding permits');
+
+  await redis.stop();
+  await assert.rejects(state.publish('ch', 'x'), DependencyUnavailableError);
+  assert.equal(state.health.up, false);
+  // In process, alone: exactly the limit, whatever permits were held.
+  const local = Array.from({ length: 60 }, () => state.rateLimit('p', 50, 60_000, now));
+  assert.ok(local.every((r) => !(r instanceof Promise)));
+  assert.equal(local.filter((r) => (r as { allowed: boolean }).allowed).length, 50);
+
+  await redis.start();
+  await waitFor('Redis seen up again', async () => (state.health.up ? true : undefined), 5000);
+  const again = state.rateLimit('p', 50, 60_000, now);
+  assert.ok(again instanceof Promise, 'the permits held before the outage are gone');
+  await again;
+});

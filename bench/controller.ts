@@ -246,7 +246,12 @@ export async function run(): Promise<string> {
   if (process.env.REDIS_URL)
     variants.push(['Svc, Redis', { REDIS_URL: process.env.REDIS_URL, DATABASE_URL: '' }]);
   for (const [name, env] of variants) {
-    const rates = { SVC_REALTIME_RATE_PER_SEC: '1000', SVC_REALTIME_RATE_BURST: '1000' };
+    // No SFU: the controller's frames only (a Janus restarting beside the node would add noise).
+    const rates = {
+      SVC_MEDIA: 'off',
+      SVC_REALTIME_RATE_PER_SEC: '1000',
+      SVC_REALTIME_RATE_BURST: '1000',
+    };
     const svc = await startChild({ ...env, ...rates });
     try {
       // Memory first, on the fresh node: the room idle, then with every participant's hand and

@@ -10,8 +10,10 @@ import { fmt, ROOT } from './lib.ts';
  * participant sends 1 plain message per second (`message.send`). Controller load: every
  * participant raises a hand and answers a poll, then sends 1 reaction per second
  * (`reaction.send`, fanned out in `reaction.batch` frames). Reports reactions (or messages)
- * delivered per second and p50/p99 from send to delivery, and the server memory per participant
- * once every participant holds controller state (hand, vote) against the same room idle.
+ * delivered per second and p50/p99 from send to delivery (the two loads take turns, both rooms
+ * open on one node), and the server memory per participant (growth over the empty node) idle and
+ * once every participant holds controller state (hand, vote), in the room of 200 and, on a fresh
+ * node, in 2,000 connections in rooms of 100 as the realtime bench measures idle connections.
  * Targets: ≥ 0.8 × the plain fan-out's throughput, and memory < 2 × 9 KiB per participant.
  */
 
@@ -93,7 +95,7 @@ async function openRoom(child: Child, room: string, count: number) {
         ws.on('message', onMessage);
       });
       ws.send('{"id":"join","type":"session.join"}');
-      await joined;
+      await withTimeout('session.join', joined);
       return ws;
     });
     sockets.push(...(await Promise.all(batch)));
@@ -101,8 +103,26 @@ async function openRoom(child: Child, room: string, count: number) {
   return sockets;
 }
 
+/** A request or join without an answer within this fails the run (a hang would hide the cause). */
+const ANSWER_TIMEOUT_MS = 30_000;
+
+function withTimeout<T>(what: string, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`no answer to ${what} within ${ANSWER_TIMEOUT_MS} ms`)),
+      ANSWER_TIMEOUT_MS,
+    );
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
 /** Sends a request and resolves with its answer frame. */
 function request(ws: WebSocket, id: string, type: string, data: unknown): Promise<any> {
+  return withTimeout(type, requestOnce(ws, id, type, data));
+}
+
+function requestOnce(ws: WebSocket, id: string, type: string, data: unknown): Promise<any> {
   return new Promise((resolve) => {
     const onMessage = (raw: Buffer) => {
       const text = raw.toString();
@@ -256,54 +276,71 @@ export async function run(): Promise<string> {
     };
     const svc = await startChild({ ...env, ...rates });
     try {
-      // Memory first, on the fresh node: the room idle, then with every participant's hand and
-      // vote (the controller state), each against the empty node.
-      const before = await memory(svc);
-      const sockets = await openRoom(svc, 'controller', PARTICIPANTS);
-      const idle = await memory(svc);
-      await holdState(sockets, 'big');
-      const withState = await memory(svc);
-      // Both rooms stay open; the loads take turns, so that the machine's other tenants weigh on
-      // both alike; ratios are per pair of rounds, and the medians are reported.
-      const plainRoom = await openRoom(svc, 'plain', PARTICIPANTS);
-      const plains: FanOut[] = [];
-      const ctls: FanOut[] = [];
-      for (let round = 0; round < ROUNDS; round++) {
-        plains.push(await fanOut(plainRoom, 'message'));
-        ctls.push(await fanOut(sockets, 'reaction'));
-      }
-      for (const ws of [...sockets, ...plainRoom]) ws.terminate();
-      const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-      const pick = (runs: FanOut[]) => ({
-        deliveredPerSec: median(runs.map((r) => r.deliveredPerSec)),
-        p50Ms: median(runs.map((r) => r.p50Ms)),
-        p99Ms: median(runs.map((r) => r.p99Ms)),
-      });
-      const plain = pick(plains);
-      const ctl = pick(ctls);
-      const ratio = median(ctls.map((c, i) => c.deliveredPerSec / plains[i]!.deliveredPerSec));
-      const p99Ratio = median(ctls.map((c, i) => c.p99Ms / plains[i]!.p99Ms));
-      rows.push(
-        `| ${name}: plain messages (baseline) | ${fmt(plain.deliveredPerSec)} | ${fmt(plain.p50Ms, 1)} | ${fmt(plain.p99Ms, 1)} | 1.00 | — | — |`,
-        `| ${name}: reactions (hands and votes held) | ${fmt(ctl.deliveredPerSec)} | ${fmt(ctl.p50Ms, 1)} | ${fmt(ctl.p99Ms, 1)} | **${fmt(ratio, 2)}** | ${fmt(p99Ratio, 2)} | ${ratio >= 0.8 ? '✅' : '❌'} |`,
-      );
-      const row = (what: string, idleKiB: MemPer, ctlKiB: MemPer) =>
-        `| ${name} | ${what} | ${fmt(idleKiB.rss, 1)} | ${fmt(idleKiB.heap, 1)} | ${fmt(ctlKiB.rss, 1)} | ${fmt(ctlKiB.heap, 1)} | ${fmt(ctlKiB.heap - idleKiB.heap, 1)} | ${ctlKiB.heap < 2 * 9 ? '✅' : '❌'} |`;
-      memRows.push(
-        row(
-          `one room of ${PARTICIPANTS}`,
-          perConnection(before, idle, PARTICIPANTS),
-          perConnection(before, withState, PARTICIPANTS),
-        ),
-      );
-      const many = await idleConnections({ ...env, ...rates });
-      memRows.push(
-        row(`${fmt(IDLE_CONNECTIONS)} in rooms of ${IDLE_ROOM_SIZE}`, many.idle, many.withState),
-      );
+      await measureVariant(name, env, rates, svc, rows, memRows);
+    } catch (err) {
+      rows.push(`| ${name}: failed | ${(err as Error).message} | | | | | ❌ |`);
     } finally {
       await svc.stop();
     }
   }
+  return report(rows, memRows);
+}
+
+async function measureVariant(
+  name: string,
+  env: Record<string, string>,
+  rates: Record<string, string>,
+  svc: Child,
+  rows: string[],
+  memRows: string[],
+) {
+  // Memory first, on the fresh node: the room idle, then with every participant's hand and
+  // vote (the controller state), each against the empty node.
+  const before = await memory(svc);
+  const sockets = await openRoom(svc, 'controller', PARTICIPANTS);
+  const idle = await memory(svc);
+  await holdState(sockets, 'big');
+  const withState = await memory(svc);
+  // Both rooms stay open; the loads take turns, so that the machine's other tenants weigh on
+  // both alike; ratios are per pair of rounds, and the medians are reported.
+  const plainRoom = await openRoom(svc, 'plain', PARTICIPANTS);
+  const plains: FanOut[] = [];
+  const ctls: FanOut[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    plains.push(await fanOut(plainRoom, 'message'));
+    ctls.push(await fanOut(sockets, 'reaction'));
+  }
+  for (const ws of [...sockets, ...plainRoom]) ws.terminate();
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const pick = (runs: FanOut[]) => ({
+    deliveredPerSec: median(runs.map((r) => r.deliveredPerSec)),
+    p50Ms: median(runs.map((r) => r.p50Ms)),
+    p99Ms: median(runs.map((r) => r.p99Ms)),
+  });
+  const plain = pick(plains);
+  const ctl = pick(ctls);
+  const ratio = median(ctls.map((c, i) => c.deliveredPerSec / plains[i]!.deliveredPerSec));
+  const p99Ratio = median(ctls.map((c, i) => c.p99Ms / plains[i]!.p99Ms));
+  rows.push(
+    `| ${name}: plain messages (baseline) | ${fmt(plain.deliveredPerSec)} | ${fmt(plain.p50Ms, 1)} | ${fmt(plain.p99Ms, 1)} | 1.00 | — | — |`,
+    `| ${name}: reactions (hands and votes held) | ${fmt(ctl.deliveredPerSec)} | ${fmt(ctl.p50Ms, 1)} | ${fmt(ctl.p99Ms, 1)} | **${fmt(ratio, 2)}** | ${fmt(p99Ratio, 2)} | ${ratio >= 0.8 ? '✅' : '❌'} |`,
+  );
+  const row = (what: string, idleKiB: MemPer, ctlKiB: MemPer) =>
+    `| ${name} | ${what} | ${fmt(idleKiB.rss, 1)} | ${fmt(idleKiB.heap, 1)} | ${fmt(ctlKiB.rss, 1)} | ${fmt(ctlKiB.heap, 1)} | ${fmt(ctlKiB.heap - idleKiB.heap, 1)} | ${ctlKiB.heap < 2 * 9 ? '✅' : '❌'} |`;
+  memRows.push(
+    row(
+      `one room of ${PARTICIPANTS}`,
+      perConnection(before, idle, PARTICIPANTS),
+      perConnection(before, withState, PARTICIPANTS),
+    ),
+  );
+  const many = await idleConnections({ ...env, ...rates });
+  memRows.push(
+    row(`${fmt(IDLE_CONNECTIONS)} in rooms of ${IDLE_ROOM_SIZE}`, many.idle, many.withState),
+  );
+}
+
+function report(rows: string[], memRows: string[]): string {
   return [
     '## Room controller fan-out',
     '',

@@ -7,8 +7,8 @@ import dev.svc.android.internal.AndroidMediaEngine
 import dev.svc.android.internal.AndroidPlatform
 import dev.svc.android.internal.AppEventData
 import dev.svc.android.internal.ChannelClose
-import dev.svc.android.internal.ControllerMirror
 import dev.svc.android.internal.CloseCodes
+import dev.svc.android.internal.ControllerMirror
 import dev.svc.android.internal.EventFrame
 import dev.svc.android.internal.MediaEngine
 import dev.svc.android.internal.MediaMutedData

@@ -94,7 +94,8 @@ public class SvcRoomController internal constructor() {
     /** Whether [initialize] was called. */
     public val isInitialized: Boolean get() = bound != null
 
-    private fun client(): SvcClient = bound ?: throw IllegalStateException("Call SvcRoomController.instance.initialize(client, context) first")
+    private fun client(): SvcClient =
+        bound ?: throw IllegalStateException("Call SvcRoomController.instance.initialize(client, context) first")
 
     private val mirror: ControllerMirror get() = client().mirror
 

@@ -7,9 +7,9 @@ import dev.svc.android.internal.ControllerMirror
 import dev.svc.android.internal.ControllerSnapshot
 import dev.svc.android.internal.EventFrame
 import dev.svc.android.internal.MediaSnapshot
-import dev.svc.android.internal.RoomSnapshot
 import dev.svc.android.internal.MessageSendData
 import dev.svc.android.internal.ParticipantList
+import dev.svc.android.internal.RoomSnapshot
 import dev.svc.android.internal.SendMessageBody
 import dev.svc.android.internal.SendMessageResult
 import dev.svc.android.internal.SessionResumeData
@@ -195,7 +195,13 @@ class ConformanceTest {
             }
         }
         val want = v.getValue("expectPoll").jsonObject
-        val poll = WireJson.encodeToJsonElement(SvcPoll.serializer(), mirror.state.value.polls.first { it.id == want.getValue("id").jsonPrimitive.content }).jsonObject
+        val poll = WireJson.encodeToJsonElement(
+            SvcPoll.serializer(),
+            mirror.state.value.polls.first {
+                it.id ==
+                    want.getValue("id").jsonPrimitive.content
+            },
+        ).jsonObject
         for ((key, value) in want) assertEquals(value, poll.getValue(key), "poll $key")
         assertTrue(room.participants.first { it.userId == self }.isHost, "role.changed updates the participants' isHost")
     }

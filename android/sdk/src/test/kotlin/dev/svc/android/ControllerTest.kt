@@ -19,12 +19,14 @@ class ControllerTest {
     private val TestClient.ctl: SvcRoomController get() = client.controller
 
     /** Waits (on the mirrored state, never on time) until [predicate] holds. */
-    private suspend fun SvcRoomController.await(description: String, predicate: (SvcRoomControllerState) -> Boolean): SvcRoomControllerState =
-        try {
-            withTimeout(WAIT_MS) { state.first(predicate) }
-        } catch (e: kotlinx.coroutines.TimeoutCancellationException) {
-            throw AssertionError("timed out waiting for $description; state ${state.value}", e)
-        }
+    private suspend fun SvcRoomController.await(
+        description: String,
+        predicate: (SvcRoomControllerState) -> Boolean,
+    ): SvcRoomControllerState = try {
+        withTimeout(WAIT_MS) { state.first(predicate) }
+    } catch (e: kotlinx.coroutines.TimeoutCancellationException) {
+        throw AssertionError("timed out waiting for $description; state ${state.value}", e)
+    }
 
     private suspend fun refused(code: String, block: suspend () -> Unit) {
         val e = assertThrows<SvcException> { block() }
@@ -32,104 +34,105 @@ class ControllerTest {
     }
 
     @Test
-    fun `roles, moderation, media and hands are decided by the server, refusals carry their codes, the host succeeds`() = runBlocking<Unit> {
-        val name = uniqueRoom("ctl-roles")
-        TestClient().use { h ->
-            TestClient().use { a ->
-                TestClient().use { b ->
-                    h.client.connect(roomOptions(name, "h", "Host", isHost = true))
-                    a.client.connect(roomOptions(name, "a", "Ann"))
-                    b.client.connect(roomOptions(name, "b", "Bob"))
-                    h.ctl.await("three participants") { h.ctl.getParticipants().size == 3 }
-                    assertTrue(h.ctl.isHost())
-                    assertTrue(a.ctl.isHost("h"))
-                    assertFalse(a.ctl.isHost())
-                    assertEquals(SvcRoomRole.PARTICIPANT, a.ctl.getRole())
+    fun `roles, moderation, media and hands are decided by the server, refusals carry their codes, the host succeeds`() =
+        runBlocking<Unit> {
+            val name = uniqueRoom("ctl-roles")
+            TestClient().use { h ->
+                TestClient().use { a ->
+                    TestClient().use { b ->
+                        h.client.connect(roomOptions(name, "h", "Host", isHost = true))
+                        a.client.connect(roomOptions(name, "a", "Ann"))
+                        b.client.connect(roomOptions(name, "b", "Bob"))
+                        h.ctl.await("three participants") { h.ctl.getParticipants().size == 3 }
+                        assertTrue(h.ctl.isHost())
+                        assertTrue(a.ctl.isHost("h"))
+                        assertFalse(a.ctl.isHost())
+                        assertEquals(SvcRoomRole.PARTICIPANT, a.ctl.getRole())
 
-                    // Participants may not moderate.
-                    refused("host_required") { a.ctl.promoteToCoHost("b") }
-                    refused("cohost_required") { a.ctl.spotlight("b") }
-                    refused("cohost_required") { a.ctl.kick("b") }
-                    refused("cohost_required") { a.ctl.muteParticipant("b") }
-                    refused("host_required") { a.ctl.muteAll() }
-                    refused("host_required") { a.ctl.updateRoomSettings(waitingRoom = true) }
+                        // Participants may not moderate.
+                        refused("host_required") { a.ctl.promoteToCoHost("b") }
+                        refused("cohost_required") { a.ctl.spotlight("b") }
+                        refused("cohost_required") { a.ctl.kick("b") }
+                        refused("cohost_required") { a.ctl.muteParticipant("b") }
+                        refused("host_required") { a.ctl.muteAll() }
+                        refused("host_required") { a.ctl.updateRoomSettings(waitingRoom = true) }
 
-                    h.ctl.promoteToCoHost("a")
-                    b.ctl.await("a is a co-host") { "a" in it.coHosts }
-                    assertTrue(a.ctl.isCoHost())
-                    assertEquals(listOf("a"), b.ctl.getCoHosts())
-                    // A co-host moderates but does not change roles.
-                    refused("host_required") { a.ctl.promoteToCoHost("b") }
-                    refused("host_required") { a.ctl.muteAll() }
-                    a.ctl.spotlight("b")
-                    h.ctl.await("b spotlighted") { it.spotlight == listOf("b") }
-                    assertEquals(listOf("b"), h.ctl.getSpotlightedParticipants().map { it.userId })
-                    a.ctl.unspotlight("b")
-                    h.ctl.await("no spotlight") { it.spotlight.isEmpty() }
+                        h.ctl.promoteToCoHost("a")
+                        b.ctl.await("a is a co-host") { "a" in it.coHosts }
+                        assertTrue(a.ctl.isCoHost())
+                        assertEquals(listOf("a"), b.ctl.getCoHosts())
+                        // A co-host moderates but does not change roles.
+                        refused("host_required") { a.ctl.promoteToCoHost("b") }
+                        refused("host_required") { a.ctl.muteAll() }
+                        a.ctl.spotlight("b")
+                        h.ctl.await("b spotlighted") { it.spotlight == listOf("b") }
+                        assertEquals(listOf("b"), h.ctl.getSpotlightedParticipants().map { it.userId })
+                        a.ctl.unspotlight("b")
+                        h.ctl.await("no spotlight") { it.spotlight.isEmpty() }
 
-                    // Pin is local: nobody else hears of it.
-                    b.ctl.pin("h")
-                    assertEquals(listOf("h"), b.ctl.getPinnedParticipants().map { it.userId })
-                    assertTrue(h.ctl.state.value.pinned.isEmpty())
-                    b.ctl.unpin("h")
-                    assertTrue(b.ctl.getPinnedParticipants().isEmpty())
+                        // Pin is local: nobody else hears of it.
+                        b.ctl.pin("h")
+                        assertEquals(listOf("h"), b.ctl.getPinnedParticipants().map { it.userId })
+                        assertTrue(h.ctl.state.value.pinned.isEmpty())
+                        b.ctl.unpin("h")
+                        assertTrue(b.ctl.getPinnedParticipants().isEmpty())
 
-                    // Media: own state, forced mute, mute-all without self-unmute, unmute only as a request.
-                    b.ctl.enableCamera()
-                    b.ctl.enableScreenShare()
-                    h.ctl.await("b's camera and screen") { h.ctl.isCameraEnabled("b") && h.ctl.isScreenShareEnabled("b") }
-                    a.ctl.muteParticipant("b")
-                    b.ctl.await("b muted") { b.ctl.isMicrophoneMuted() }
-                    h.ctl.muteAll(allowSelfUnmute = false)
-                    b.ctl.await("mute-all reached b") { s -> s.media.any { it.userId == "b" && !it.selfUnmuteAllowed } }
-                    refused("self_unmute_not_allowed") { b.ctl.unmuteMicrophone() }
-                    h.ctl.unmuteParticipant("b")
-                    b.ctl.await("b asked to unmute") { s -> s.media.any { it.userId == "b" && it.selfUnmuteAllowed } }
-                    b.ctl.unmuteMicrophone()
-                    h.ctl.await("b unmuted") { !h.ctl.isMicrophoneMuted("b") }
-                    b.ctl.disableScreenShare()
-                    b.ctl.disableCamera()
-                    h.ctl.unmuteAll()
+                        // Media: own state, forced mute, mute-all without self-unmute, unmute only as a request.
+                        b.ctl.enableCamera()
+                        b.ctl.enableScreenShare()
+                        h.ctl.await("b's camera and screen") { h.ctl.isCameraEnabled("b") && h.ctl.isScreenShareEnabled("b") }
+                        a.ctl.muteParticipant("b")
+                        b.ctl.await("b muted") { b.ctl.isMicrophoneMuted() }
+                        h.ctl.muteAll(allowSelfUnmute = false)
+                        b.ctl.await("mute-all reached b") { s -> s.media.any { it.userId == "b" && !it.selfUnmuteAllowed } }
+                        refused("self_unmute_not_allowed") { b.ctl.unmuteMicrophone() }
+                        h.ctl.unmuteParticipant("b")
+                        b.ctl.await("b asked to unmute") { s -> s.media.any { it.userId == "b" && it.selfUnmuteAllowed } }
+                        b.ctl.unmuteMicrophone()
+                        h.ctl.await("b unmuted") { !h.ctl.isMicrophoneMuted("b") }
+                        b.ctl.disableScreenShare()
+                        b.ctl.disableCamera()
+                        h.ctl.unmuteAll()
 
-                    // Hands: server order; only admins lower someone else's.
-                    b.ctl.raiseHand()
-                    a.ctl.raiseHand()
-                    h.ctl.await("two hands") { it.hands.size == 2 }
-                    assertEquals(listOf("b", "a"), h.ctl.getRaisedHands().map { it.userId })
-                    refused("cohost_required") { b.ctl.lowerHand("a") }
-                    a.ctl.lowerHand("b")
-                    a.ctl.lowerHand()
-                    b.ctl.await("no hands") { it.hands.isEmpty() }
+                        // Hands: server order; only admins lower someone else's.
+                        b.ctl.raiseHand()
+                        a.ctl.raiseHand()
+                        h.ctl.await("two hands") { it.hands.size == 2 }
+                        assertEquals(listOf("b", "a"), h.ctl.getRaisedHands().map { it.userId })
+                        refused("cohost_required") { b.ctl.lowerHand("a") }
+                        a.ctl.lowerHand("b")
+                        a.ctl.lowerHand()
+                        b.ctl.await("no hands") { it.hands.isEmpty() }
 
-                    // Transfer: the former host becomes a co-host.
-                    h.ctl.transferHost("a")
-                    b.ctl.await("a is host") { it.hostUserId == "a" && "h" in it.coHosts }
-                    assertTrue(a.ctl.isHost())
-                    assertTrue(h.ctl.isCoHost())
-                    assertTrue(b.client.room!!.participants.first { it.userId == "a" }.isHost)
-                    refused("host_required") { h.ctl.demoteFromCoHost("h") }
+                        // Transfer: the former host becomes a co-host.
+                        h.ctl.transferHost("a")
+                        b.ctl.await("a is host") { it.hostUserId == "a" && "h" in it.coHosts }
+                        assertTrue(a.ctl.isHost())
+                        assertTrue(h.ctl.isCoHost())
+                        assertTrue(b.client.room!!.participants.first { it.userId == "a" }.isHost)
+                        refused("host_required") { h.ctl.demoteFromCoHost("h") }
 
-                    // Kick with a reason; the user id is banned, whatever token it brings.
-                    val kicked = CompletableDeferred<SvcDisconnectReason>()
-                    b.client.onDisconnected = { kicked.complete(it) }
-                    h.ctl.kick("b", "spam")
-                    assertEquals(SvcDisconnectReason.Server(SvcLeaveReason.KICKED, "spam"), withTimeout(WAIT_MS) { kicked.await() })
-                    a.ctl.await("b gone") { a.ctl.getParticipant("b") == null }
-                    refused("banned") { b.client.connect(roomOptions(name, "b", "Bob")) }
+                        // Kick with a reason; the user id is banned, whatever token it brings.
+                        val kicked = CompletableDeferred<SvcDisconnectReason>()
+                        b.client.onDisconnected = { kicked.complete(it) }
+                        h.ctl.kick("b", "spam")
+                        assertEquals(SvcDisconnectReason.Server(SvcLeaveReason.KICKED, "spam"), withTimeout(WAIT_MS) { kicked.await() })
+                        a.ctl.await("b gone") { a.ctl.getParticipant("b") == null }
+                        refused("banned") { b.client.connect(roomOptions(name, "b", "Bob")) }
 
-                    // Succession: the host leaves for good, the longest-present co-host takes over.
-                    a.ctl.demoteFromCoHost("h")
-                    h.ctl.await("h demoted") { it.coHosts.isEmpty() }
-                    a.ctl.promoteToCoHost("h")
-                    h.ctl.await("h co-host again") { "h" in it.coHosts }
-                    a.client.disconnect()
-                    h.ctl.await("h succeeded") { it.hostUserId == "h" && it.coHosts.isEmpty() }
-                    assertTrue(h.ctl.isHost())
-                    assertTrue(h.client.room!!.localParticipant.isHost)
+                        // Succession: the host leaves for good, the longest-present co-host takes over.
+                        a.ctl.demoteFromCoHost("h")
+                        h.ctl.await("h demoted") { it.coHosts.isEmpty() }
+                        a.ctl.promoteToCoHost("h")
+                        h.ctl.await("h co-host again") { "h" in it.coHosts }
+                        a.client.disconnect()
+                        h.ctl.await("h succeeded") { it.hostUserId == "h" && it.coHosts.isEmpty() }
+                        assertTrue(h.ctl.isHost())
+                        assertTrue(h.client.room!!.localParticipant.isHost)
+                    }
                 }
             }
         }
-    }
 
     @Test
     fun `chat with history for a late joiner, typing, reactions, shared state and network quality`() = runBlocking<Unit> {
@@ -186,7 +189,9 @@ class ControllerTest {
                 assertTrue(q.quality in 1..5 && q.rttMs != null, "$q")
                 assertEquals("h", a.ctl.getParticipantQuality("h")?.userId)
 
-                a.ctl.await("events reached the handler") { synchronized(events) { "reaction.batch" in events && "chat.message" in events } }
+                a.ctl.await("events reached the handler") {
+                    synchronized(events) { "reaction.batch" in events && "chat.message" in events }
+                }
                 assertTrue(a.ctl.events.replayCache.isEmpty())
             }
         }
@@ -247,7 +252,12 @@ class ControllerTest {
                             val admitted = async { w1.client.connect(roomOptions(name, "w1", "Wendy")) }
                             val rejected = async { runCatching { w2.client.connect(roomOptions(name, "w2", "Walt")) } }
                             h.ctl.await("two waiting") { it.waiting.size == 2 }
-                            assertEquals(setOf("w1", "w2"), a.ctl.await("a sees them") { it.waiting.size == 2 }.waiting.map { it.userId }.toSet())
+                            assertEquals(
+                                setOf("w1", "w2"),
+                                a.ctl.await("a sees them") {
+                                    it.waiting.size == 2
+                                }.waiting.map { it.userId }.toSet(),
+                            )
                             refused("cohost_required") { a.ctl.approve("w1") }
                             h.ctl.approve("w1")
                             assertEquals(name, admitted.await().name)
@@ -282,7 +292,10 @@ class ControllerTest {
                     h.ctl.await("the invitation") { s -> s.invitations.any { it.id == busy } }
                     assertEquals("{\"topic\":\"demo\"}", h.ctl.getInvitations().single().metadata)
                     outside.ctl.declineInvitation(busy, roomOptions(name, "x", "Xavier"), busy = true)
-                    h.ctl.await("x busy") { s -> s.invitations.single().invitees.first { it.userId == "x" }.outcome == SvcInvitationOutcome.BUSY }
+                    h.ctl.await("x busy") { s ->
+                        s.invitations.single().invitees.first { it.userId == "x" }.outcome ==
+                            SvcInvitationOutcome.BUSY
+                    }
                     refused("invitation_closed") { outside.ctl.acceptInvitation(busy, roomOptions(name, "x", "Xavier")) }
                     assertNull(outside.client.room, "a refused answer joins nothing")
                     refused("not_invited") { outside.ctl.declineInvitation(busy, roomOptions(name, "y", "Yves")) }

@@ -96,7 +96,12 @@ class RecordingsTest {
                 assertEquals(404, e.status)
                 assertTrue(e.requestId != null)
             }
-            assertEquals("room_not_found", assertThrows<SvcException> { backend.client.startRecord(SvcStartRecordingOptions("$name-none")) }.code)
+            assertEquals(
+                "room_not_found",
+                assertThrows<SvcException> {
+                    backend.client.startRecord(SvcStartRecordingOptions("$name-none"))
+                }.code,
+            )
         }
         TestClient().use { host ->
             TestClient().use { ann ->

@@ -1,6 +1,7 @@
 package dev.svc.android.internal
 
 import dev.svc.android.Room
+import dev.svc.android.SvcChatMessage
 import dev.svc.android.SvcControllerEvent
 import dev.svc.android.SvcEmojiReaction
 import dev.svc.android.SvcMediaState
@@ -8,7 +9,6 @@ import dev.svc.android.SvcPoll
 import dev.svc.android.SvcRoomControllerState
 import dev.svc.android.SvcRoomOptions
 import dev.svc.android.SvcRoomRole
-import dev.svc.android.SvcChatMessage
 import java.util.concurrent.CopyOnWriteArrayList
 import kotlinx.coroutines.flow.MutableSharedFlow
 import kotlinx.coroutines.flow.MutableStateFlow
@@ -111,6 +111,7 @@ internal class ControllerMirror(
         val seq = frame.seq
         val next: SvcRoomControllerState = when (val d = frame.data) {
             is SettingsChangedData -> s.copy(settings = d.settings)
+
             is RoleChangedData -> {
                 var host = s.hostUserId
                 var coHosts = s.coHosts.filter { it != d.userId }
@@ -140,12 +141,19 @@ internal class ControllerMirror(
             }
 
             is SpotlightChangedData -> s.copy(spotlight = d.userIds)
+
             is dev.svc.android.SvcParticipantState -> s.copy(states = s.states.filter { it.userId != d.userId } + d)
+
             is ChatMessageData -> s.copy(chat = s.chat + SvcChatMessage(seq, frame.ts, d.text, d.from))
+
             is dev.svc.android.SvcTypingIndicator -> s.copy(typing = s.typing.filter { it.userId != d.userId } + d)
+
             is TypingStoppedData -> s.copy(typing = s.typing.filter { it.userId != d.userId })
+
             is dev.svc.android.SvcRaisedHand -> s.copy(hands = s.hands.filter { it.userId != d.userId } + d)
+
             is HandLoweredData -> s.copy(hands = s.hands.filter { it.userId != d.userId })
+
             is PollData -> if (frame.type == "poll.created") {
                 s.copy(polls = s.polls + d.poll.copy(myVote = null))
             } else {
@@ -165,6 +173,7 @@ internal class ControllerMirror(
             }
 
             is InvitationCreatedData -> s.copy(invitations = s.invitations + d.invitation)
+
             is InvitationUpdatedData -> {
                 val open = d.invitation.invitees.any { it.outcome == dev.svc.android.SvcInvitationOutcome.PENDING }
                 val others = s.invitations.filter { it.id != d.invitationId }
@@ -172,10 +181,15 @@ internal class ControllerMirror(
             }
 
             is WaitingJoinedData -> s.copy(waiting = s.waiting.filter { it.userId != d.participant.userId } + d.participant)
+
             is WaitingDecidedData -> s.copy(waiting = s.waiting.filter { it.userId != d.userId })
+
             is WaitingRejectedData -> s.copy(waiting = s.waiting.filter { it.userId != d.userId })
+
             is WaitingGoneData -> s.copy(waiting = s.waiting.filter { it.userId != d.userId })
+
             is BreakoutCreatedData -> s.copy(breakouts = s.breakouts + d.breakout)
+
             is BreakoutMovedData -> s.copy(
                 breakouts = s.breakouts.map { b ->
                     val without = b.userIds.filter { it != d.userId }
@@ -183,11 +197,26 @@ internal class ControllerMirror(
                 },
             )
 
-            is BreakoutClosingData -> s.copy(breakouts = s.breakouts.map { if (it.id in d.breakoutIds) it.copy(closesAt = d.closesAt) else it })
+            is BreakoutClosingData -> s.copy(
+                breakouts = s.breakouts.map {
+                    if (it.id in
+                        d.breakoutIds
+                    ) {
+                        it.copy(closesAt = d.closesAt)
+                    } else {
+                        it
+                    }
+                },
+            )
+
             is BreakoutClosedData -> s.copy(breakouts = s.breakouts.filter { it.id !in d.breakoutIds })
+
             is BreakoutBroadcastEventData -> s
+
             is MediaStateChangedData -> s.copy(media = s.media.filter { it.userId != d.userId } + d.state())
+
             is UnmuteRequestedData -> s.copy(media = s.media.map { if (it.userId == d.userId) it.copy(selfUnmuteAllowed = true) else it })
+
             is AllMutedData -> {
                 val byUser = LinkedHashMap<String, SvcMediaState>()
                 s.media.forEach { byUser[it.userId] = it }
@@ -206,6 +235,7 @@ internal class ControllerMirror(
             }
 
             is ByData -> s.copy(media = s.media.map { it.copy(selfUnmuteAllowed = true) })
+
             is NetworkQualityData -> {
                 val changed = d.scores.map { it.userId }.toSet()
                 s.copy(quality = s.quality.filter { it.userId !in changed } + d.scores)
@@ -216,6 +246,7 @@ internal class ControllerMirror(
         state.value = next.copy(seq = seq)
         if (frame.type !in CONTROLLER_EVENTS) return
         val serializer = CONTROLLER_EVENTS.getValue(frame.type)
+
         @Suppress("UNCHECKED_CAST")
         val json = WireJson.encodeToString(serializer as kotlinx.serialization.KSerializer<Any?>, frame.data)
         val event = SvcControllerEvent(frame.type, json, seq, frame.ts)

@@ -592,7 +592,9 @@ public class SvcClient internal constructor(
                 val media = r.media
                 if (media != null) {
                     scope.launch {
-                        runCatching { media.onTrackStopped(data.track, self.sid, data.reason == SvcTrackStopReason.ENGINE_RESTARTED || data.reason == SvcTrackStopReason.MOVED) }
+                        val republish =
+                            data.reason == SvcTrackStopReason.ENGINE_RESTARTED || data.reason == SvcTrackStopReason.MOVED
+                        runCatching { media.onTrackStopped(data.track, self.sid, republish) }
                     }
                 }
             }

@@ -200,7 +200,8 @@ export async function run(): Promise<string> {
   for (const name of ['claim', 'contexts', 'record', 'untilNextDueMs', 'flush', 'claimBatch'])
     time(DeliveryWorker.prototype, name);
   time(WebhookSender.prototype, 'send');
-  for (const name of ['write', 'writeMany', 'flush']) time(Outbox.prototype, name, `outbox.${name}`);
+  for (const name of ['write', 'writeMany', 'flush'])
+    time(Outbox.prototype, name, `outbox.${name}`);
   const rx = await receiver();
   const lines: string[] = [];
   try {

@@ -197,7 +197,7 @@ async function profile(name: string, env: Record<string, string>, url: string, r
 }
 
 export async function run(): Promise<string> {
-  for (const name of ['claim', 'contexts', 'record', 'untilNextDueMs', 'flush', 'claimBatch'])
+  for (const name of ['claim', 'contexts', 'record', 'writeOutcomes', 'untilNextDueMs'])
     time(DeliveryWorker.prototype, name);
   time(WebhookSender.prototype, 'send');
   for (const name of ['write', 'writeMany', 'flush'])

@@ -69,7 +69,7 @@ export class Outbox {
         const batch = this.waiting.splice(0, OUTBOX_BATCH);
         try {
           const results = await this.writeMany(batch.map((w) => w.event));
-          batch.forEach((w, i) => w.resolve(results[i]));
+          for (const [i, w] of batch.entries()) w.resolve(results[i]);
         } catch (err) {
           for (const w of batch) w.reject(err);
         }

@@ -93,6 +93,8 @@ export const PAUSE_AFTER_FAILURES = 3;
 export const MAX_PAUSE_MS = 30_000;
 /** Deliveries of one ordering key claimed together and sent one after another, at most. */
 export const CHAIN_MAX = 8;
+/** A claim looks at this many due rows (in due order) per free slot. */
+const WINDOW_PER_SLOT = 32;
 /** Outcomes written in one transaction at most. */
 const RECORD_BATCH = 256;
 /** Rows deleted per statement when pruning; statements run one after another. */
@@ -306,8 +308,6 @@ export class DeliveryWorker {
     const token = `${this.nodeId}:${randomBytes(6).toString('hex')}`;
     const { excluded, caps } = this.endpointLimits(nowMs);
     const chain = CHAIN_MAX;
-    // Room for whole chains, and for endpoints at their cap to leave room for others.
-    const scan = slots * chain * 2;
     // How far down its key a delivery is (earlier pending deliveries of its key and endpoint),
     // counting CHAIN_MAX for one that is not due or is leased: under CHAIN_MAX means every
     // earlier one could be in the same chain. Reads at most CHAIN_MAX index entries.
@@ -316,26 +316,34 @@ export class DeliveryWorker {
         from (select e.next_attempt_at, e.lease_until from webhook_deliveries e
           where e.endpoint_id = d.endpoint_id and e.ordering_key = d.ordering_key
             and e.event_seq < d.event_seq and e.status = 'pending' limit ${chain}) e)`;
-    const due = sql`d.status = 'pending'
-        and d.next_attempt_at <= ${now}
-        and (d.lease_until is null or d.lease_until < ${now})
-        and ${depth} < ${chain}`;
+    const free = (t: 'w' | 'd') => {
+      const a = sql.raw(t);
+      return sql`${a}.status = 'pending' and ${a}.next_attempt_at <= ${now}
+        and (${a}.lease_until is null or ${a}.lease_until < ${now})`;
+    };
     const postgres = store.dialect === 'postgres';
     const capsTable = postgres
       ? sql`unnest(${Object.keys(caps)}::text[], ${Object.values(caps)}::int[]) as caps(endpoint_id, free)`
       : sql`(select key as endpoint_id, value as free from json_each(${JSON.stringify(caps)})) caps`;
+    // The due rows come first, in the due index's order, without computing anything per row
+    // (a window of WINDOW_PER_SLOT rows per slot); only then is each one's depth read. Only the
+    // chosen rows are locked (PostgreSQL: rows another node is claiming are skipped, and each
+    // row's status and lease are checked again as locked); a chain keeps only its rows up to
+    // the first it could not lock, so no node ever holds a key's later rows without the earlier.
     const chosen = sql`
       cand as (
         select d.id, d.endpoint_id, d.ordering_key, d.next_attempt_at, d.event_seq, ${depth} as depth
         from webhook_deliveries d
-        where ${due} and ${
-          postgres
-            ? sql`d.endpoint_id <> all(${excluded}::text[])`
-            : sql`d.endpoint_id not in (select value from json_each(${JSON.stringify(excluded)}))`
-        }
-        order by d.next_attempt_at, d.event_seq
-        limit ${scan}
-        ${postgres ? sql`for update of d skip locked` : sql``}
+        where d.id in (
+          select w.id from webhook_deliveries w
+          where ${free('w')} and ${
+            postgres
+              ? sql`w.endpoint_id <> all(${excluded}::text[])`
+              : sql`w.endpoint_id not in (select value from json_each(${JSON.stringify(excluded)}))`
+          }
+          order by w.next_attempt_at, w.event_seq
+          limit ${slots * WINDOW_PER_SLOT}
+        ) and ${depth} < ${chain}
       ), links as (
         select * from (
           select cand.*, coalesce(cand.ordering_key, cand.id) as chain,
@@ -354,9 +362,19 @@ export class DeliveryWorker {
         where heads.ern <= coalesce(caps.free, ${this.endpointCap})
         order by heads.next_attempt_at, heads.event_seq
         limit ${slots}
-      ), chosen as (
-        select links.id from links
+      ), picked as (
+        select links.id, links.endpoint_id, links.chain, links.rn from links
         join chosen_heads h on h.endpoint_id = links.endpoint_id and h.chain = links.chain
+      ), locked as (
+        select d.id from picked join webhook_deliveries d on d.id = picked.id
+        where ${free('d')}
+        ${postgres ? sql`for update of d skip locked` : sql``}
+      ), chosen as (
+        select id from (
+          select picked.id, picked.rn, row_number() over (partition by picked.endpoint_id,
+            picked.chain order by picked.rn) as held
+          from picked join locked on locked.id = picked.id
+        ) k where k.held = k.rn
       )`;
     let rows: ClaimedDelivery[];
     if (postgres) {

@@ -329,7 +329,14 @@ class CurrentSchemaPostgresDialect extends PostgresDialect {
 }
 
 async function migrate(db: Kysely<Database>, migrationTableSchema?: string) {
-  const migrator = new Migrator({ db, provider: migrationProvider, migrationTableSchema });
+  // Each area numbers its migrations in its own range, so an area's new migration may sort
+  // before another area's already applied one: run it anyway (areas' migrations are independent).
+  const migrator = new Migrator({
+    db,
+    provider: migrationProvider,
+    migrationTableSchema,
+    allowUnorderedMigrations: true,
+  });
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((r) => r.status === 'Error');
   if (error || failed) {

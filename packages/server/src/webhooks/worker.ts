@@ -93,8 +93,6 @@ export const PAUSE_AFTER_FAILURES = 3;
 export const MAX_PAUSE_MS = 30_000;
 /** Deliveries of one ordering key claimed together and sent one after another, at most. */
 export const CHAIN_MAX = 8;
-/** A claim looks at this many due rows (in due order) per free slot. */
-const WINDOW_PER_SLOT = 32;
 /** Outcomes written in one transaction at most. */
 const RECORD_BATCH = 256;
 /** Rows deleted per statement when pruning; statements run one after another. */
@@ -161,6 +159,11 @@ export class DeliveryWorker {
         .where('status', '=', 'pending')
         .where('lease_until', 'is not', null)
         .execute();
+    }
+    if (this.options.store.dialect === 'postgres') {
+      // Fresh statistics for the claim's plan (a backlog written since the last autovacuum
+      // would otherwise be planned as a near-empty table).
+      await sql`analyze webhook_deliveries`.execute(this.options.store.db).catch(() => {});
     }
     this.running = true;
     this.loopDone = this.loop();
@@ -307,16 +310,7 @@ export class DeliveryWorker {
     const leaseUntil = iso(nowMs + leaseMs);
     const token = `${this.nodeId}:${randomBytes(6).toString('hex')}`;
     const { excluded, caps } = this.endpointLimits(nowMs);
-    const chain = CHAIN_MAX;
-    // How far down its key a delivery is (earlier pending deliveries of its key and endpoint),
-    // counting CHAIN_MAX for one that is not due or is leased: under CHAIN_MAX means every
-    // earlier one could be in the same chain. Reads at most CHAIN_MAX index entries.
-    const depth = sql`(select coalesce(sum(case when e.next_attempt_at > ${now}
-          or (e.lease_until is not null and e.lease_until >= ${now}) then ${chain} else 1 end), 0)
-        from (select e.next_attempt_at, e.lease_until from webhook_deliveries e
-          where e.endpoint_id = d.endpoint_id and e.ordering_key = d.ordering_key
-            and e.event_seq < d.event_seq and e.status = 'pending' limit ${chain}) e)`;
-    const free = (t: 'w' | 'd') => {
+    const free = (t: 'h' | 'm' | 'd') => {
       const a = sql.raw(t);
       return sql`${a}.status = 'pending' and ${a}.next_attempt_at <= ${now}
         and (${a}.lease_until is null or ${a}.lease_until < ${now})`;
@@ -325,54 +319,76 @@ export class DeliveryWorker {
     const capsTable = postgres
       ? sql`unnest(${Object.keys(caps)}::text[], ${Object.values(caps)}::int[]) as caps(endpoint_id, free)`
       : sql`(select key as endpoint_id, value as free from json_each(${JSON.stringify(caps)})) caps`;
-    // The due rows come first, in the due index's order, without computing anything per row
-    // (a window of WINDOW_PER_SLOT rows per slot); only then is each one's depth read. Only the
-    // chosen rows are locked (PostgreSQL: rows another node is claiming are skipped, and each
-    // row's status and lease are checked again as locked); a chain keeps only its rows up to
-    // the first it could not lock, so no node ever holds a key's later rows without the earlier.
+    // Heads first: due deliveries with no earlier pending one of their key, in the due index's
+    // order (the scan stops once it has enough), capped per endpoint. Then each chosen head's
+    // next CHAIN_MAX - 1 pending deliveries of its key (an index range of at most that many),
+    // up to the first that is not due or is leased. Only the chosen rows are locked
+    // (PostgreSQL: rows another node is claiming are skipped, and each row's status and lease
+    // are checked again as locked); a chain keeps only its rows up to the first it could not
+    // lock, so no node ever holds a key's later deliveries without the earlier ones.
     const chosen = sql`
-      cand as (
-        select d.id, d.endpoint_id, d.ordering_key, d.next_attempt_at, d.event_seq, ${depth} as depth
-        from webhook_deliveries d
-        where d.id in (
-          select w.id from webhook_deliveries w
-          where ${free('w')} and ${
-            postgres
-              ? sql`w.endpoint_id <> all(${excluded}::text[])`
-              : sql`w.endpoint_id not in (select value from json_each(${JSON.stringify(excluded)}))`
-          }
-          order by w.next_attempt_at, w.event_seq
-          limit ${slots * WINDOW_PER_SLOT}
-        ) and ${depth} < ${chain}
-      ), links as (
-        select * from (
-          select cand.*, coalesce(cand.ordering_key, cand.id) as chain,
-            row_number() over (partition by cand.endpoint_id, coalesce(cand.ordering_key, cand.id)
-              order by cand.event_seq) as rn
-          from cand
-        ) r where r.depth = r.rn - 1
-      ), heads as (
-        select links.endpoint_id, links.chain, links.next_attempt_at, links.event_seq,
-          row_number() over (partition by links.endpoint_id
-            order by links.next_attempt_at, links.event_seq) as ern
-        from links where links.rn = 1
+      heads as (
+        select h.id, h.endpoint_id, h.ordering_key, h.next_attempt_at, h.event_seq
+        from webhook_deliveries h
+        where ${free('h')} and ${
+          postgres
+            ? sql`h.endpoint_id <> all(${excluded}::text[])`
+            : sql`h.endpoint_id not in (select value from json_each(${JSON.stringify(excluded)}))`
+        }
+          and not exists (
+            select 1 from webhook_deliveries e
+            where e.endpoint_id = h.endpoint_id and e.ordering_key = h.ordering_key
+              and e.event_seq < h.event_seq and e.status = 'pending')
+        order by h.next_attempt_at, h.event_seq
+        limit ${slots * 2}
       ), chosen_heads as (
-        select heads.endpoint_id, heads.chain from heads
-        left join ${capsTable} on caps.endpoint_id = heads.endpoint_id
-        where heads.ern <= coalesce(caps.free, ${this.endpointCap})
-        order by heads.next_attempt_at, heads.event_seq
+        select r.* from (
+          select heads.*, row_number() over (partition by heads.endpoint_id
+            order by heads.next_attempt_at, heads.event_seq) as ern
+          from heads
+        ) r
+        left join ${capsTable} on caps.endpoint_id = r.endpoint_id
+        where r.ern <= coalesce(caps.free, ${this.endpointCap})
+        order by r.next_attempt_at, r.event_seq
         limit ${slots}
+      ), members as (
+        select h.id as head, h.id, h.event_seq, 0 as blocked from chosen_heads h
+        union all
+        select h.id, m.id, m.event_seq, case when ${free('m')} then 0 else 1 end
+        from chosen_heads h
+        ${
+          postgres
+            ? sql`cross join lateral (
+                select m.id, m.event_seq, m.status, m.next_attempt_at, m.lease_until
+                from webhook_deliveries m
+                where m.endpoint_id = h.endpoint_id and m.ordering_key = h.ordering_key
+                  and m.status = 'pending' and m.event_seq > h.event_seq
+                order by m.event_seq limit ${CHAIN_MAX - 1}) m`
+            : sql`join webhook_deliveries m on m.endpoint_id = h.endpoint_id
+                and m.ordering_key = h.ordering_key and m.status = 'pending'
+                and m.event_seq > h.event_seq
+                and m.event_seq <= coalesce((
+                  select e.event_seq from webhook_deliveries e
+                  where e.endpoint_id = h.endpoint_id and e.ordering_key = h.ordering_key
+                    and e.status = 'pending' and e.event_seq > h.event_seq
+                  order by e.event_seq limit 1 offset ${CHAIN_MAX - 2}), m.event_seq)`
+        }
       ), picked as (
-        select links.id, links.endpoint_id, links.chain, links.rn from links
-        join chosen_heads h on h.endpoint_id = links.endpoint_id and h.chain = links.chain
+        select x.head, x.id, row_number() over (partition by x.head order by x.event_seq) as rn
+        from (
+          select members.*, min(case when members.blocked = 1 then members.event_seq end)
+            over (partition by members.head) as stop
+          from members
+        ) x
+        where x.stop is null or x.event_seq < x.stop
       ), locked as (
         select d.id from picked join webhook_deliveries d on d.id = picked.id
         where ${free('d')}
         ${postgres ? sql`for update of d skip locked` : sql``}
       ), chosen as (
         select id from (
-          select picked.id, picked.rn, row_number() over (partition by picked.endpoint_id,
-            picked.chain order by picked.rn) as held
+          select picked.id, picked.rn,
+            row_number() over (partition by picked.head order by picked.rn) as held
           from picked join locked on locked.id = picked.id
         ) k where k.held = k.rn
       )`;
@@ -729,7 +745,7 @@ export class DeliveryWorker {
       // One statement for the attempts and the deliveries (one round trip, one commit for the
       // batch). Only the lease holder writes: if the lease was lost, another node owns it.
       const col = <T>(f: (o: Outcome) => T) => batch.map(f);
-      await sql`
+      const statement = sql`
         with a as (
           insert into webhook_attempts (id, delivery_id, attempt, attempted_at, status_code,
             latency_ms, error, response_body, next_attempt_at, node_id)
@@ -747,9 +763,15 @@ export class DeliveryWorker {
           ${col((o) => o.nextAttemptAt)}::text[], ${col((o) => o.code)}::int[],
           ${col((o) => o.error)}::text[])
           as v(id, token, status, attempt_count, next_attempt_at, code, error)
-        where d.id = v.id and d.lease_token = v.token`.execute(store.db);
-      if (recovered.length || failing.length || checkDisable.length || gone.length)
-        await endpointWrites(store.db);
+        where d.id = v.id and d.lease_token = v.token`;
+      if (recovered.length || failing.length || checkDisable.length || gone.length) {
+        // Endpoint changes commit with the outcomes that caused them (an endpoint that answered
+        // 410 is disabled by the time its delivery shows as failed).
+        await store.db.transaction().execute(async (trx) => {
+          await statement.execute(trx);
+          await endpointWrites(trx);
+        });
+      } else await statement.execute(store.db);
     } else {
       await store.db.transaction().execute(async (trx) => {
         await trx

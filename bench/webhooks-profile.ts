@@ -37,7 +37,19 @@ function time(proto: any, name: string, label = name) {
   const wrapped = async function (this: unknown, ...args: unknown[]) {
     const started = performance.now();
     try {
-      return await original.apply(this, args);
+      const result = await original.apply(this, args);
+      if (label === 'claim' && Array.isArray(result)) {
+        const c = stages.get('claim: chains') ?? { calls: 0, ms: 0 };
+        c.calls += result.length;
+        c.ms += result.reduce((n: number, chain: unknown[]) => n + chain.length, 0);
+        stages.set('claim: chains', c);
+        if (result.length === 0) {
+          const e = stages.get('claim: empty') ?? { calls: 0, ms: 0 };
+          e.calls++;
+          stages.set('claim: empty', e);
+        }
+      }
+      return result;
     } finally {
       const s = stages.get(label) ?? { calls: 0, ms: 0 };
       s.calls++;

@@ -120,7 +120,7 @@ export class DeliveryWorker {
   private running = false;
   private loopDone: Promise<void> | null = null;
   private inFlight = new Set<Promise<void>>();
-  /** Attempts sending now (their outcome may still be waiting to be written). */
+  /** Chains in progress (sending, or waiting for their outcomes to be written): the slots used. */
   private sending = 0;
   private endpoints = new Map<string, EndpointState>();
   private wakeUp: (() => void) | null = null;
@@ -133,8 +133,10 @@ export class DeliveryWorker {
   private readonly endpointCap: number;
   private readonly degradedCap: number;
   private readonly claimBatch: number;
-  /** The latest claim filled every free slot: more may be due at once. */
-  private moreDue = false;
+  /** Chains that finished since the latest claim. */
+  private finishedSinceClaim = 0;
+  /** Look for work at the next turn even if few chains finished. */
+  private claimNow = true;
 
   constructor(private options: WorkerOptions) {
     this.nodeId = options.nodeId ?? `node_${randomBytes(6).toString('hex')}`;
@@ -146,7 +148,9 @@ export class DeliveryWorker {
       ),
     );
     this.degradedCap = Math.max(1, Math.floor(this.endpointCap / 4));
-    this.claimBatch = Math.max(1, Math.floor(options.concurrency / 2));
+    // Claims wait for half the slots one endpoint may use: a lone busy endpoint (capped at
+    // endpointCap) still gets its chains claimed several at a time.
+    this.claimBatch = Math.max(1, Math.floor(this.endpointCap / 2));
   }
 
   /** Starts the loop. On SQLite, first takes back leases a killed predecessor left behind. */
@@ -200,6 +204,11 @@ export class DeliveryWorker {
 
   /** Looks for due deliveries now (called after an event is written on this node). */
   wake() {
+    this.claimNow = true;
+    this.nudge();
+  }
+
+  private nudge() {
     this.woken = true;
     this.wakeUp?.();
   }
@@ -236,16 +245,21 @@ export class DeliveryWorker {
       let delayMs = this.options.pollMs;
       try {
         const free = this.options.concurrency - this.sending;
-        // Claim in batches (half the slots at least) rather than one row per finished attempt:
-        // a claim is the costliest query; a lone idle worker still claims at once.
-        if (free >= this.claimBatch || this.inFlight.size === 0) {
+        // Claim in batches rather than once per finished chain (a claim is the costliest
+        // query): after claimBatch chains finished, or when new work may be there (an event
+        // written here, a timer), or when idle.
+        if (
+          free > 0 &&
+          (this.claimNow || this.finishedSinceClaim >= this.claimBatch || this.sending === 0)
+        ) {
+          this.claimNow = false;
+          this.finishedSinceClaim = 0;
           const chains = await this.claim(free);
           for (const chain of chains) this.track(this.runChain(chain));
-          this.moreDue = chains.length === free;
-          if (this.moreDue) continue;
+          if (chains.length === free) continue;
           // With attempts in flight, the next look comes when one of them is recorded (it may
           // unblock its ordering key); otherwise at the next due time.
-          if (this.inFlight.size === 0) delayMs = await this.untilNextDueMs();
+          if (this.sending === 0) delayMs = await this.untilNextDueMs();
         }
         failures = 0;
       } catch (err) {
@@ -260,7 +274,11 @@ export class DeliveryWorker {
       }
       if (!this.running || this.woken) continue;
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, delayMs);
+        const timer = setTimeout(() => {
+          // Retries come due and other nodes write events: look even while busy.
+          this.claimNow = true;
+          resolve();
+        }, delayMs);
         this.wakeUp = () => {
           clearTimeout(timer);
           resolve();
@@ -461,11 +479,14 @@ export class DeliveryWorker {
   private async runChain(chain: ClaimedDelivery[]) {
     const { clock, timeoutMs } = this.options;
     const endpoint = this.state(chain[0].endpoint_id);
+    // The chain holds its slot until its outcomes are written: its key is blocked until then,
+    // so a claim made earlier could not take the key's next deliveries anyway.
     endpoint.inFlight++;
     this.sending++;
     const written: Promise<void>[] = [];
-    let sent = 0;
+    let results: PromiseSettledResult<void>[];
     try {
+      let sent = 0;
       for (const delivery of chain) {
         const leaseEndMs = Date.parse(delivery.lease_until ?? '') || 0;
         // The first always goes (as a lone claim would); a later one only if its lease outlasts
@@ -476,14 +497,15 @@ export class DeliveryWorker {
         sent++;
         if (!ok) break;
       }
+      if (sent < chain.length) written.push(this.release(chain.slice(sent)));
+      results = await Promise.allSettled(written);
     } finally {
       endpoint.inFlight--;
       this.sending--;
+      // Claim again once enough chains finished (claims in batches), or at once when idle.
+      this.finishedSinceClaim++;
+      if (this.finishedSinceClaim >= this.claimBatch || this.sending === 0) this.nudge();
     }
-    if (sent < chain.length) written.push(this.release(chain.slice(sent)));
-    // Slots are free: the loop may claim more while these outcomes are written.
-    if (this.moreDue && this.options.concurrency - this.sending >= this.claimBatch) this.wake();
-    const results = await Promise.allSettled(written);
     for (const r of results) if (r.status === 'rejected') throw r.reason;
   }
 
@@ -679,8 +701,6 @@ export class DeliveryWorker {
       } catch (err) {
         for (const b of batch) b.done(err ?? new Error('webhook outcome not written'));
       }
-      // Next events of the recorded deliveries' ordering keys may be due now.
-      this.wake();
     }
   }
 
@@ -836,7 +856,6 @@ export class DeliveryWorker {
       .where('lease_token', '=', delivery.lease_token)
       .execute();
     this.options.metrics.finished.inc({ status: patch.status });
-    this.wake();
   }
 
   /**

@@ -335,29 +335,36 @@ async function runCase(
   try {
     const { singlePerSecond, batchedPerSecond } = await fill(store.env, [url, ...extra]);
     const before = receiver.count;
-    let cpuAtFirst: Promise<[number, number]> | null = null;
     const started: Awaited<ReturnType<typeof startNode>>[] = [];
     const cpus = async (): Promise<[number, number]> => [
       started.reduce((sum, n) => sum + n.cpu(), 0),
       await store.cpu(),
     ];
+    // The measured span starts at the first delivery once every node is up (a node's start-up
+    // CPU is not a delivery's): at the first delivery, or when the last node is up if the first
+    // one started delivering before.
+    let mark: { count: number; at: number; cpu: Promise<[number, number]> } | null = null;
+    const take = () => ({ count: receiver.count, at: performance.now(), cpu: cpus() });
     const arrived = receiver.expect(EVENTS, () => {
-      cpuAtFirst = cpus();
+      if (started.length === nodes) mark = take();
     });
     await store.cpu();
     started.push(...(await Promise.all(Array.from({ length: nodes }, () => startNode(store.env)))));
+    if (!mark && receiver.firstAt) mark = take();
     try {
       await arrived;
       const [serverEnd, storeEnd] = await cpus();
-      const [serverStart, storeStart] = await (cpuAtFirst ?? cpus());
+      const from = (mark ?? take()) as NonNullable<typeof mark>;
+      const [serverStart, storeStart] = await from.cpu;
       const delivered = receiver.count - before;
+      const measured = receiver.count - from.count;
       return {
         enqueueSingle: singlePerSecond,
         enqueueBatched: batchedPerSecond,
-        deliveriesPerSecond: receiver.rate(delivered),
+        deliveriesPerSecond: measured > 0 ? (measured / (receiver.lastAt - from.at)) * 1000 : 0,
         delivered,
-        serverCpuUs: ((serverEnd - serverStart) * 1e6) / Math.max(1, delivered),
-        storeCpuUs: ((storeEnd - storeStart) * 1e6) / Math.max(1, delivered),
+        serverCpuUs: ((serverEnd - serverStart) * 1e6) / Math.max(1, measured),
+        storeCpuUs: ((storeEnd - storeStart) * 1e6) / Math.max(1, measured),
       };
     } finally {
       await Promise.all(started.map((n) => n.stop()));
@@ -457,7 +464,7 @@ export async function run(): Promise<string> {
   return [
     '### Webhooks: deliveries per second to a local receiver answering 200',
     '',
-    `Each case fills a fresh outbox with ${fmt(EVENTS)} events over ${ROOMS} rooms (ordering keys) from a node whose worker is off, in batches of ${ENQUEUE_BATCH} (\`svc.events.emitMany\`, "batched enqueue/s"; before them ${SINGLE_EMITS} sequential \`svc.events.emit\` calls, each awaited, "single enqueue/s"); then worker node(s), child processes, drain it: ${CONCURRENCY} attempts in flight per node, each signed and recorded. Baseline: plain keep-alive POSTs of the same body with the same concurrency from the bench process. Each drain is timed from its first to its last delivery to the healthy receiver (start-up excluded) and cut at 20 s. CPU per delivery over the same span: the server processes' (/proc), and PostgreSQL's (the bench's backends, named by application_name, plus the WAL writer, which other tenants share). ${ROUNDS} rounds, the cases taking turns; median (min–max).`,
+    `Each case fills a fresh outbox with ${fmt(EVENTS)} events over ${ROOMS} rooms (ordering keys) from a node whose worker is off, in batches of ${ENQUEUE_BATCH} (\`svc.events.emitMany\`, "batched enqueue/s"; before them ${SINGLE_EMITS} sequential \`svc.events.emit\` calls, each awaited, "single enqueue/s"); then worker node(s), child processes, drain it: ${CONCURRENCY} attempts in flight per node, each signed and recorded. Baseline: plain keep-alive POSTs of the same body with the same concurrency from the bench process. Each drain is timed from its first delivery to the healthy receiver once every node is up (start-up excluded) to its last, and cut at 20 s after the first. CPU per delivery over the same span: the server processes' (/proc), and PostgreSQL's (the bench's backends, named by application_name, plus the WAL writer, which other tenants share). ${ROUNDS} rounds, the cases taking turns; median (min–max).`,
     '',
     '| case | single enqueue/s | batched enqueue/s | deliveries/s | vs baseline | server CPU µs/delivery | PostgreSQL CPU µs/delivery |',
     '|---|---|---|---|---|---|---|',

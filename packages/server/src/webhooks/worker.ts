@@ -766,7 +766,8 @@ export class DeliveryWorker {
       // batch). Only the lease holder writes: if the lease was lost, another node owns it.
       const col = <T>(f: (o: Outcome) => T) => batch.map(f);
       const statement = sql`
-        with a as (
+        with sync as (select set_config('synchronous_commit', 'off', true) as off),
+        a as (
           insert into webhook_attempts (id, delivery_id, attempt, attempted_at, status_code,
             latency_ms, error, response_body, next_attempt_at, node_id)
           select * from unnest(${col((o) => o.attempt.id)}::text[], ${col((o) => o.delivery.id)}::text[],
@@ -783,10 +784,13 @@ export class DeliveryWorker {
           ${col((o) => o.nextAttemptAt)}::text[], ${col((o) => o.code)}::int[],
           ${col((o) => o.error)}::text[])
           as v(id, token, status, attempt_count, next_attempt_at, code, error)
-        where d.id = v.id and d.lease_token = v.token`;
+        where d.id = v.id and d.lease_token = v.token and (select off from sync) is not null`;
+      // Without waiting for the WAL flush (most of an outcome write's time): an outcome lost
+      // to a PostgreSQL crash leaves its delivery pending, sent again once its lease expires
+      // (at least once, as with a node crash). Endpoint changes commit with the outcomes that
+      // caused them (an endpoint that answered 410 is disabled by the time its delivery shows
+      // as failed).
       if (recovered.length || failing.length || checkDisable.length || gone.length) {
-        // Endpoint changes commit with the outcomes that caused them (an endpoint that answered
-        // 410 is disabled by the time its delivery shows as failed).
         await store.db.transaction().execute(async (trx) => {
           await statement.execute(trx);
           await endpointWrites(trx);

@@ -427,7 +427,6 @@ export async function run(): Promise<string> {
     receiver.close();
     slow.close();
   }
-  const base = median(bases);
   const rows = [`| baseline: plain keep-alive POSTs | — | — | ${spread(bases)} | 1.00 | — | — |`];
   const ratio = (name: string) => {
     const rs = results.get(name) ?? [];

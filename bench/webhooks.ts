@@ -1,8 +1,13 @@
 /**
  * Webhook delivery throughput: deliveries per second from the outbox to a local receiver that
  * answers 200 at once, against a baseline of plain keep-alive POSTs to the same receiver with
- * the same concurrency (what the network path alone allows). Cases: one node on SQLite, one
- * node on PostgreSQL, two nodes (child processes) on PostgreSQL. Each case is bounded to 20 s.
+ * the same concurrency (what the network path alone allows), plus what a delivery costs in CPU
+ * (the server processes' and their PostgreSQL backends'). Cases: one node on SQLite, one node on
+ * PostgreSQL, two nodes on PostgreSQL, and one node on PostgreSQL delivering to a healthy
+ * endpoint beside a dead one (connection refused) or a slow one (answers after 10 s). Nodes are
+ * child processes (packages/server/test/webhooks/node-process.ts); the receiver and the baseline
+ * client run in this process. Every case runs ROUNDS times, the cases taking turns, and the
+ * table shows medians with the range.
  */
 
 import { spawn } from 'node:child_process';
@@ -10,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import fs from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -19,15 +24,32 @@ import { buildApp } from '../packages/server/src/app.ts';
 import { loadConfig } from '../packages/server/src/config.ts';
 import { fmt, ROOT } from './lib.ts';
 
-const EVENTS = 3000;
+const EVENTS = Number(process.env.BENCH_WEBHOOK_EVENTS) || 3000;
+const ROUNDS = Number(process.env.BENCH_WEBHOOK_ROUNDS) || 3;
+const ROOMS = 50;
 const CONCURRENCY = 16;
 const CASE_LIMIT_MS = 20_000;
+const ENQUEUE_BATCH = 100;
+/** Sequential single emits measured (a smaller sample: they are slow on PostgreSQL). */
+const SINGLE_EMITS = 500;
+
+/** CPU seconds of a process (user + system, all threads) from /proc; 0 when it is gone. */
+function cpuOf(pid: number): number {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
 
 class CountingReceiver {
   count = 0;
   /** performance.now() of the first and latest request since `expect`. */
   firstAt = 0;
   lastAt = 0;
+  onFirst: (() => void) | null = null;
   private target = Number.POSITIVE_INFINITY;
   private done: (() => void) | null = null;
   readonly server = http.createServer((req, res) => {
@@ -36,18 +58,23 @@ class CountingReceiver {
       res.writeHead(200).end();
       this.count++;
       this.lastAt = performance.now();
-      if (this.firstAt === 0) this.firstAt = this.lastAt;
+      if (this.firstAt === 0) {
+        this.firstAt = this.lastAt;
+        this.onFirst?.();
+      }
       if (this.count >= this.target) this.done?.();
     });
   });
   async start() {
+    this.server.keepAliveTimeout = 30_000;
     await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
     return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hook`;
   }
   /** Resolves when `n` more requests arrived, or CASE_LIMIT_MS after the first of them. */
-  expect(n: number) {
+  expect(n: number, onFirst: () => void = () => {}) {
     this.target = this.count + n;
     this.firstAt = 0;
+    this.onFirst = onFirst;
     return new Promise<void>((resolve) => {
       let timer: NodeJS.Timeout | undefined;
       const check = setInterval(() => {
@@ -69,6 +96,37 @@ class CountingReceiver {
     this.server.closeAllConnections();
     this.server.close();
   }
+}
+
+/** A receiver that answers 200 after 10 s. */
+async function slowReceiver() {
+  const timers = new Set<NodeJS.Timeout>();
+  const server = http.createServer((req, res) => {
+    req.resume();
+    const t = setTimeout(() => {
+      timers.delete(t);
+      res.writeHead(200).end();
+    }, 10_000);
+    timers.add(t);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/slow`,
+    close() {
+      for (const t of timers) clearTimeout(t);
+      server.closeAllConnections();
+      server.close();
+    },
+  };
+}
+
+/** A local address where nothing listens: connections are refused. */
+async function deadUrl() {
+  const server = net.createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((r) => server.close(r));
+  return `http://127.0.0.1:${port}/dead`;
 }
 
 const body = JSON.stringify({
@@ -107,12 +165,6 @@ async function baseline(url: string, receiver: CountingReceiver) {
   return ((receiver.count - before) / (performance.now() - started)) * 1000;
 }
 
-interface CaseResult {
-  enqueuePerSecond: number;
-  deliveriesPerSecond: number;
-  delivered: number;
-}
-
 async function dropSchema(databaseUrl: string, schema: string) {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
@@ -120,14 +172,60 @@ async function dropSchema(databaseUrl: string, schema: string) {
   await client.end();
 }
 
+interface Store {
+  env: Record<string, string>;
+  /** CPU seconds of this store's server-side processes so far (PostgreSQL backends of the bench). */
+  cpu(): Promise<number>;
+  drop(): Promise<void>;
+}
+
+function sqliteStore(): Store {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-bench-wh-'));
+  return {
+    env: { DATA_DIR: dir, DATABASE_URL: '' },
+    cpu: async () => 0,
+    drop: async () => fs.rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+function postgresStore(databaseUrl: string): Store {
+  const schema = `bench_${randomBytes(4).toString('hex')}`;
+  const url = new URL(databaseUrl);
+  // Names the bench's backends, so that their CPU can be read (and no other tenant's).
+  url.searchParams.set('application_name', schema);
+  const seen = new Map<number, number>();
+  return {
+    env: { DATABASE_URL: url.toString(), SVC_TEST_PG_SCHEMA: schema },
+    async cpu() {
+      const client = new pg.Client({ connectionString: databaseUrl });
+      await client.connect();
+      try {
+        const { rows } = await client.query<{ pid: number }>(
+          `select pid from pg_stat_activity where application_name = $1 or backend_type = 'walwriter'`,
+          [schema],
+        );
+        for (const { pid } of rows) seen.set(pid, Math.max(seen.get(pid) ?? 0, cpuOf(pid)));
+        // Backends that ended keep the CPU they were last seen with.
+        for (const pid of seen.keys()) seen.set(pid, Math.max(seen.get(pid)!, cpuOf(pid)));
+        return [...seen.values()].reduce((a, b) => a + b, 0);
+      } finally {
+        await client.end();
+      }
+    },
+    drop: () => dropSchema(databaseUrl, schema),
+  };
+}
+
 /**
- * Fills the outbox with EVENTS events (50 rooms) through svc.events on a node whose worker is
- * off, so the drain that follows measures delivery alone. Returns the project and enqueue rate.
+ * Fills the outbox with EVENTS events (ROOMS rooms) through svc.events on a node whose worker is
+ * off, in batches of ENQUEUE_BATCH (svc.events.emitMany), after SINGLE_EMITS sequential single
+ * emits to a second project (their rate is reported too; their deliveries are not drained).
  */
-async function fill(env: Record<string, string>, url: string) {
+async function fill(env: Record<string, string>, urls: string[]) {
   const config = loadConfig({
     LOG_LEVEL: 'warn',
     SVC_BOOTSTRAP: 'false',
+    SVC_MEDIA: 'off',
     SVC_WEBHOOK_ALLOW_PRIVATE: 'true',
     ...env,
     SVC_WEBHOOK_WORKER: 'false',
@@ -140,46 +238,39 @@ async function fill(env: Record<string, string>, url: string) {
   });
   await app.ready();
   try {
-    const project = await app.svc.projects.create({ name: 'bench', webhooksEnabled: true });
-    await app.svc.webhooks!.endpoints.create(project.id, { url });
-    const started = performance.now();
-    for (let n = 0; n < EVENTS; n++) {
+    const single = await app.svc.projects.create({ name: 'single', webhooksEnabled: true });
+    const singleEndpoint = await app.svc.webhooks!.endpoints.create(single.id, { url: urls[0] });
+    let started = performance.now();
+    for (let n = 0; n < SINGLE_EMITS; n++) {
       await app.svc.events.emit({
-        projectId: project.id,
+        projectId: single.id,
         type: 'participant.joined',
-        data: { n, room: `r${n % 50}` },
-        orderingKey: `room:${project.id}:r${n % 50}`,
+        data: { n, room: `r${n % ROOMS}` },
+        orderingKey: `room:${single.id}:r${n % ROOMS}`,
         occurredAtMs: Date.now(),
       });
     }
-    return (EVENTS / (performance.now() - started)) * 1000;
-  } finally {
-    await app.close();
-  }
-}
-
-/** One node in this process drains the outbox. */
-async function drainInProcess(env: Record<string, string>, receiver: CountingReceiver) {
-  const before = receiver.count;
-  const arrived = receiver.expect(EVENTS);
-  const config = loadConfig({
-    LOG_LEVEL: 'warn',
-    SVC_BOOTSTRAP: 'false',
-    SVC_WEBHOOK_ALLOW_PRIVATE: 'true',
-    SVC_WEBHOOK_CONCURRENCY: String(CONCURRENCY),
-    ...env,
-  });
-  const app = await buildApp({
-    config,
-    adminToken: 'bench',
-    secret: 'bench',
-    pgSchema: env.SVC_TEST_PG_SCHEMA,
-  });
-  await app.ready();
-  try {
-    await arrived;
-    const delivered = receiver.count - before;
-    return { delivered, perSecond: receiver.rate(delivered) };
+    const singlePerSecond = (SINGLE_EMITS / (performance.now() - started)) * 1000;
+    // Those are not delivered (deleted with their endpoint): the drain is the batched ones.
+    await app.svc.webhooks!.endpoints.delete(single.id, singleEndpoint.id);
+    const project = await app.svc.projects.create({ name: 'bench', webhooksEnabled: true });
+    for (const url of urls) await app.svc.webhooks!.endpoints.create(project.id, { url });
+    started = performance.now();
+    for (let from = 0; from < EVENTS; from += ENQUEUE_BATCH) {
+      const batch = [];
+      for (let n = from; n < Math.min(EVENTS, from + ENQUEUE_BATCH); n++) {
+        batch.push({
+          projectId: project.id,
+          type: 'participant.joined',
+          data: { n, room: `r${n % ROOMS}` },
+          orderingKey: `room:${project.id}:r${n % ROOMS}`,
+          occurredAtMs: Date.now(),
+        });
+      }
+      await app.svc.events.emitMany(batch);
+    }
+    const batchedPerSecond = (EVENTS / (performance.now() - started)) * 1000;
+    return { singlePerSecond, batchedPerSecond };
   } finally {
     await app.close();
   }
@@ -191,7 +282,16 @@ async function startNode(env: Record<string, string>) {
     ['--import', 'tsx', 'packages/server/test/webhooks/node-process.ts'],
     {
       cwd: ROOT,
-      env: { ...process.env, LOG_LEVEL: 'warn', SVC_BOOTSTRAP: 'false', ...env },
+      env: {
+        ...process.env,
+        LOG_LEVEL: 'warn',
+        SVC_BOOTSTRAP: 'false',
+        SVC_ADMIN_TOKEN: 'bench',
+        SVC_SECRET: 'bench',
+        SVC_WEBHOOK_ALLOW_PRIVATE: 'true',
+        SVC_WEBHOOK_CONCURRENCY: String(CONCURRENCY),
+        ...env,
+      },
       stdio: ['ignore', 'pipe', 'inherit'],
     },
   );
@@ -202,6 +302,7 @@ async function startNode(env: Record<string, string>) {
     });
   });
   return {
+    cpu: () => cpuOf(child.pid!),
     async stop() {
       const exited = once(child, 'exit');
       child.kill('SIGTERM');
@@ -210,90 +311,163 @@ async function startNode(env: Record<string, string>) {
   };
 }
 
-async function oneNode(env: Record<string, string>, receiver: CountingReceiver, url: string) {
-  const enqueuePerSecond = await fill(env, url);
-  const { delivered, perSecond } = await drainInProcess(env, receiver);
-  return { enqueuePerSecond, deliveriesPerSecond: perSecond, delivered } satisfies CaseResult;
+interface Result {
+  enqueueSingle: number;
+  enqueueBatched: number;
+  deliveriesPerSecond: number;
+  delivered: number;
+  /** CPU µs per delivery: server processes, and the store's backends. */
+  serverCpuUs: number;
+  storeCpuUs: number;
 }
 
-/** Two nodes (child processes, workers on) drain one PostgreSQL outbox. */
-async function twoNodes(databaseUrl: string, receiver: CountingReceiver, url: string) {
-  const schema = `bench_${randomBytes(4).toString('hex')}`;
-  const env = {
-    DATABASE_URL: databaseUrl,
-    SVC_TEST_PG_SCHEMA: schema,
-    SVC_ADMIN_TOKEN: 'bench',
-    SVC_SECRET: 'bench',
-    SVC_WEBHOOK_ALLOW_PRIVATE: 'true',
-    SVC_WEBHOOK_CONCURRENCY: String(CONCURRENCY),
-  };
+/**
+ * Fills a fresh store (endpoints: the receiver, plus `extra`), starts `nodes` worker nodes and
+ * times the receiver's EVENTS deliveries; CPU is read at the first and the last delivery.
+ */
+async function runCase(
+  store: Store,
+  nodes: number,
+  receiver: CountingReceiver,
+  url: string,
+  extra: string[] = [],
+): Promise<Result> {
   try {
-    const enqueuePerSecond = await fill(env, url);
+    const { singlePerSecond, batchedPerSecond } = await fill(store.env, [url, ...extra]);
     const before = receiver.count;
-    const arrived = receiver.expect(EVENTS);
-    const nodes = await Promise.all([startNode(env), startNode(env)]);
+    const started: Awaited<ReturnType<typeof startNode>>[] = [];
+    const cpus = async (): Promise<[number, number]> => [
+      started.reduce((sum, n) => sum + n.cpu(), 0),
+      await store.cpu(),
+    ];
+    // The measured span starts at the first delivery once every node is up (a node's start-up
+    // CPU is not a delivery's): at the first delivery, or when the last node is up if the first
+    // one started delivering before.
+    let mark: { count: number; at: number; cpu: Promise<[number, number]> } | null = null;
+    const take = () => ({ count: receiver.count, at: performance.now(), cpu: cpus() });
+    const arrived = receiver.expect(EVENTS, () => {
+      if (started.length === nodes) mark = take();
+    });
+    await store.cpu();
+    started.push(...(await Promise.all(Array.from({ length: nodes }, () => startNode(store.env)))));
+    if (!mark && receiver.firstAt) mark = take();
     try {
       await arrived;
+      const [serverEnd, storeEnd] = await cpus();
+      const from = (mark ?? take()) as NonNullable<typeof mark>;
+      const [serverStart, storeStart] = await from.cpu;
+      const delivered = receiver.count - before;
+      const measured = receiver.count - from.count;
+      return {
+        enqueueSingle: singlePerSecond,
+        enqueueBatched: batchedPerSecond,
+        deliveriesPerSecond: measured > 0 ? (measured / (receiver.lastAt - from.at)) * 1000 : 0,
+        delivered,
+        serverCpuUs: ((serverEnd - serverStart) * 1e6) / Math.max(1, measured),
+        storeCpuUs: ((storeEnd - storeStart) * 1e6) / Math.max(1, measured),
+      };
     } finally {
-      await Promise.all(nodes.map((n) => n.stop()));
+      await Promise.all(started.map((n) => n.stop()));
     }
-    const delivered = receiver.count - before;
-    // Timed from the first delivery, so the nodes' start-up is not counted.
-    return {
-      enqueuePerSecond,
-      deliveriesPerSecond: receiver.rate(delivered),
-      delivered,
-    } satisfies CaseResult;
   } finally {
-    await dropSchema(databaseUrl, schema);
+    await store.drop();
   }
 }
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+const spread = (xs: number[], digits = 0) =>
+  xs.length > 1
+    ? `${fmt(median(xs), digits)} (${fmt(Math.min(...xs), digits)}–${fmt(Math.max(...xs), digits)})`
+    : fmt(xs[0] ?? 0, digits);
 
 export async function run(): Promise<string> {
   const receiver = new CountingReceiver();
   const url = await receiver.start();
-  const rows: string[] = [];
+  const slow = await slowReceiver();
+  const dead = await deadUrl();
+  const databaseUrl = process.env.DATABASE_URL;
+  const cases: { name: string; run: () => Promise<Result> }[] = [
+    { name: 'one node, SQLite', run: () => runCase(sqliteStore(), 1, receiver, url) },
+  ];
+  if (databaseUrl) {
+    cases.push(
+      {
+        name: 'one node, PostgreSQL',
+        run: () => runCase(postgresStore(databaseUrl), 1, receiver, url),
+      },
+      {
+        name: 'two nodes (processes), PostgreSQL',
+        run: () => runCase(postgresStore(databaseUrl), 2, receiver, url),
+      },
+      {
+        name: 'one node, PostgreSQL: healthy endpoint beside a dead one (connection refused)',
+        run: () => runCase(postgresStore(databaseUrl), 1, receiver, url, [dead]),
+      },
+      {
+        name: 'one node, PostgreSQL: healthy endpoint beside a slow one (answers after 10 s)',
+        run: () => runCase(postgresStore(databaseUrl), 1, receiver, url, [slow.url]),
+      },
+    );
+  }
+  const results = new Map<string, Result[]>(cases.map((c) => [c.name, []]));
+  const bases: number[] = [];
   try {
-    const base = await baseline(url, receiver);
-    rows.push(`| baseline: plain keep-alive POSTs | — | ${fmt(base)} | 1.00 |`);
-    const row = (name: string, r: CaseResult) =>
-      rows.push(
-        `| ${name} | ${fmt(r.enqueuePerSecond)} | ${fmt(r.deliveriesPerSecond)}${r.delivered < EVENTS ? ` (${r.delivered}/${EVENTS} in 20 s)` : ''} | ${fmt(r.deliveriesPerSecond / base, 2)} |`,
-      );
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-bench-wh-'));
-    try {
-      row(
-        'one node, SQLite',
-        await oneNode({ DATA_DIR: dataDir, DATABASE_URL: '' }, receiver, url),
-      );
-    } finally {
-      fs.rmSync(dataDir, { recursive: true, force: true });
-    }
-    const databaseUrl = process.env.DATABASE_URL;
-    if (databaseUrl) {
-      const schema = `bench_${randomBytes(4).toString('hex')}`;
-      try {
-        row(
-          'one node, PostgreSQL',
-          await oneNode({ DATABASE_URL: databaseUrl, SVC_TEST_PG_SCHEMA: schema }, receiver, url),
-        );
-      } finally {
-        await dropSchema(databaseUrl, schema);
+    for (let round = 0; round < ROUNDS; round++) {
+      bases.push(await baseline(url, receiver));
+      for (const c of cases) {
+        process.stderr.write(`webhooks: round ${round + 1}/${ROUNDS}: ${c.name}\n`);
+        results.get(c.name)!.push(await c.run());
       }
-      row('two nodes (processes), PostgreSQL', await twoNodes(databaseUrl, receiver, url));
-    } else {
-      rows.push('| PostgreSQL cases | skipped: DATABASE_URL not set | | |');
     }
   } finally {
     receiver.close();
+    slow.close();
   }
+  const rows = [`| baseline: plain keep-alive POSTs | — | — | ${spread(bases)} | 1.00 | — | — |`];
+  const ratio = (name: string) => {
+    const rs = results.get(name) ?? [];
+    return rs.map((r, i) => r.deliveriesPerSecond / bases[i]);
+  };
+  for (const c of cases) {
+    const rs = results.get(c.name)!;
+    const short = rs.filter((r) => r.delivered < EVENTS).length;
+    rows.push(
+      `| ${c.name} | ${spread(rs.map((r) => r.enqueueSingle))} | ${spread(rs.map((r) => r.enqueueBatched))} | ${spread(rs.map((r) => r.deliveriesPerSecond))}${short ? ` (${short} round(s) cut at 20 s)` : ''} | **${spread(ratio(c.name), 2)}** | ${spread(rs.map((r) => r.serverCpuUs))} | ${c.name.includes('SQLite') ? '—' : spread(rs.map((r) => r.storeCpuUs))} |`,
+    );
+  }
+  const perDelivery = (name: string) =>
+    median((results.get(name) ?? []).map((r) => r.serverCpuUs + r.storeCpuUs));
+  const one = 'one node, PostgreSQL';
+  const two = 'two nodes (processes), PostgreSQL';
+  const alone = results.get(one)?.map((r) => r.deliveriesPerSecond) ?? [];
+  const withDead = results.get(cases[3]?.name ?? '')?.map((r) => r.deliveriesPerSecond) ?? [];
+  const withSlow = results.get(cases[4]?.name ?? '')?.map((r) => r.deliveriesPerSecond) ?? [];
+  const gates = databaseUrl
+    ? [
+        '',
+        '| gate | measured (median of rounds) | target |',
+        '|---|---|---|',
+        `| one node, PostgreSQL vs baseline | ${fmt(median(ratio(one)), 2)} | ≥ 0.5 ${median(ratio(one)) >= 0.5 ? '✅' : '❌'} |`,
+        `| one node, SQLite vs baseline | ${fmt(median(ratio('one node, SQLite')), 2)} | ≥ 0.6 ${median(ratio('one node, SQLite')) >= 0.6 ? '✅' : '❌'} |`,
+        `| enqueue in batches of ${ENQUEUE_BATCH}, PostgreSQL (events/s) | ${fmt(median(results.get(one)!.map((r) => r.enqueueBatched)))} | ≥ 5,000 ${median(results.get(one)!.map((r) => r.enqueueBatched)) >= 5000 ? '✅' : '❌'} |`,
+        `| two nodes / one node, deliveries/s | ${fmt(median(results.get(two)!.map((r) => r.deliveriesPerSecond)) / median(alone), 2)} | ≥ 1 ${median(results.get(two)!.map((r) => r.deliveriesPerSecond)) >= median(alone) ? '✅' : '❌'} |`,
+        `| two nodes / one node, CPU per delivery (servers + PostgreSQL backends) | ${fmt(perDelivery(two) / perDelivery(one), 2)} (${fmt(perDelivery(two))} / ${fmt(perDelivery(one))} µs) | ≤ 1.2 ${perDelivery(two) / perDelivery(one) <= 1.2 ? '✅' : '❌'} |`,
+        `| healthy endpoint beside a dead one / alone | ${fmt(median(withDead) / median(alone), 2)} | ≥ 0.8 ${median(withDead) / median(alone) >= 0.8 ? '✅' : '❌'} |`,
+        `| healthy endpoint beside a slow one / alone | ${fmt(median(withSlow) / median(alone), 2)} | (≥ 0.8) ${median(withSlow) / median(alone) >= 0.8 ? '✅' : '❌'} |`,
+      ]
+    : [];
   return [
     '### Webhooks: deliveries per second to a local receiver answering 200',
     '',
-    `The outbox is first filled with ${fmt(EVENTS)} events over 50 rooms (ordering keys) by a node whose worker is off ("enqueue/s": sequential \`svc.events.emit\` calls, each committed); then worker node(s) drain it: ${CONCURRENCY} attempts in flight per node, each signed and recorded. Baseline: plain keep-alive POSTs of the same body with the same concurrency. Each drain is timed from its first to its last delivery (start-up excluded) and cut at 20 s.`,
+    `Each case fills a fresh outbox with ${fmt(EVENTS)} events over ${ROOMS} rooms (ordering keys) from a node whose worker is off, in batches of ${ENQUEUE_BATCH} (\`svc.events.emitMany\`, "batched enqueue/s"; before them ${SINGLE_EMITS} sequential \`svc.events.emit\` calls, each awaited, "single enqueue/s"); then worker node(s), child processes, drain it: ${CONCURRENCY} attempts in flight per node, each signed and recorded. Baseline: plain keep-alive POSTs of the same body with the same concurrency from the bench process. Each drain is timed from its first delivery to the healthy receiver once every node is up (start-up excluded) to its last, and cut at 20 s after the first. CPU per delivery over the same span: the server processes' (/proc), and PostgreSQL's (the bench's backends, named by application_name, plus the WAL writer, which other tenants share). ${ROUNDS} rounds, the cases taking turns; median (min–max).`,
     '',
-    '| case | enqueue/s | deliveries/s | vs baseline |',
-    '|---|---|---|---|',
+    '| case | single enqueue/s | batched enqueue/s | deliveries/s | vs baseline | server CPU µs/delivery | PostgreSQL CPU µs/delivery |',
+    '|---|---|---|---|---|---|---|',
     ...rows,
+    ...gates,
   ].join('\n');
 }

@@ -58,9 +58,16 @@ export const WebhookEndpoint = Type.Object(
     description: Type.Union([Type.String(), Type.Null()]),
     events: Type.Array(Type.String(), { description: 'Empty means every type' }),
     enabled: Type.Boolean(),
-    disabledReason: Type.Union([Type.Literal('gone'), Type.Literal('manual'), Type.Null()], {
+    disabledReason: Type.Union(
+      [Type.Literal('gone'), Type.Literal('failing'), Type.Literal('manual'), Type.Null()],
+      {
+        description:
+          '`gone`: the receiver answered 410 and the endpoint was switched off; `failing`: every attempt failed for SVC_WEBHOOK_DISABLE_AFTER (5 days by default) and the endpoint was switched off; `manual`: an operator switched it off. Re-enable with `enabled: true`',
+      },
+    ),
+    failingSince: Type.Union([Timestamp, Type.Null()], {
       description:
-        '`gone`: the receiver answered 410 and the endpoint was switched off; `manual`: an operator switched it off',
+        'When the current run of failed attempts began (null while the endpoint answers 2xx); the endpoint is disabled once it has lasted SVC_WEBHOOK_DISABLE_AFTER',
     }),
     previousSecretExpiresAt: Type.Union([Timestamp, Type.Null()], {
       description: 'While set, deliveries are signed with the previous secret too',

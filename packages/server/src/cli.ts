@@ -24,7 +24,7 @@ Usage: svc <resource> <action> [options]
   webhooks create --project ID --endpoint-url URL [--events room.started,…] [--description D] [--disable]
   webhooks get|delete|test --project ID --webhook ID
   webhooks update --project ID --webhook ID [--endpoint-url URL] [--events …] [--description D]
-              [--enable|--disable]
+              [--enable|--disable]   (--enable also re-enables an endpoint disabled as gone/failing)
   webhooks rotate-secret --project ID --webhook ID [--overlap SECONDS]
   webhooks deliveries --project ID --webhook ID [--status pending|succeeded|failed|skipped]
   webhooks retry --project ID --webhook ID --delivery DELIVERY_ID

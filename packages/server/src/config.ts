@@ -66,6 +66,22 @@ export interface Config {
    * after that another node may take it (the claiming node died). Must exceed the timeout.
    */
   webhookLeaseMs: number;
+  /**
+   * `SVC_WEBHOOK_ENDPOINT_CONCURRENCY` (half of SVC_WEBHOOK_CONCURRENCY, rounded up): attempts in
+   * flight per endpoint on this node while it answers well. An endpoint whose latest attempt here
+   * failed or took a second or more gets a quarter of it (at least 1).
+   */
+  webhookEndpointConcurrency: number;
+  /**
+   * `SVC_WEBHOOK_DISABLE_AFTER` (`5d`): an endpoint whose attempts have all failed for this long is
+   * disabled (`disabledReason: "failing"`); `0` never disables.
+   */
+  webhookDisableAfterMs: number;
+  /**
+   * `SVC_WEBHOOK_RETENTION` (`30d`): events whose deliveries are all finished are deleted (with
+   * their deliveries and attempts) this long after they were written; `0` keeps them.
+   */
+  webhookRetentionMs: number;
   /** `SVC_SERVER_KEY_RATE_LIMIT` (6000): requests per minute for a server key without its own limit. */
   serverKeyRateLimitPerMinute: number;
   /** `SVC_CLIENT_KEY_RATE_LIMIT` (120): default requests per minute for a client key. */
@@ -146,6 +162,19 @@ export function parseRetrySchedule(raw: string, name = 'SVC_WEBHOOK_RETRY_SCHEDU
   });
 }
 
+const LONG_UNITS: Record<string, number> = { ...DURATION_UNITS, d: 86_400_000 };
+
+/** Parses one duration (`30d`, `12h`, `500ms`; a bare number is seconds) into milliseconds. */
+export function parseDuration(env: NodeJS.ProcessEnv, name: string, fallback: string): number {
+  const raw = (env[name] || fallback).trim();
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(raw);
+  const ms = m ? Math.round(Number(m[1]) * LONG_UNITS[m[2] ?? 's']) : Number.NaN;
+  if (!Number.isFinite(ms) || ms > 3650 * 86_400_000) {
+    throw new ConfigError(`${name} must be a duration like 30d, 12h, 90s or 0, got "${raw}"`);
+  }
+  return ms;
+}
+
 /** Reads and validates the configuration; throws {@link ConfigError} with the variable's name. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const port = int(env, 'PORT', 8080, 0, 65535);
@@ -175,6 +204,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookTimeoutMs + 1,
     3_600_000,
   );
+  const webhookConcurrency = int(env, 'SVC_WEBHOOK_CONCURRENCY', 16, 1, 1000);
   return {
     port,
     host: env.HOST || '0.0.0.0',
@@ -202,9 +232,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       env.SVC_WEBHOOK_RETRY_SCHEDULE || '0,5s,5m,30m,2h,5h,10h,10h',
     ),
     webhookTimeoutMs,
-    webhookConcurrency: int(env, 'SVC_WEBHOOK_CONCURRENCY', 16, 1, 1000),
+    webhookConcurrency,
     webhookPollMs: int(env, 'SVC_WEBHOOK_POLL_MS', 1000, 10, 60_000),
     webhookLeaseMs,
+    webhookEndpointConcurrency: int(
+      env,
+      'SVC_WEBHOOK_ENDPOINT_CONCURRENCY',
+      Math.ceil(webhookConcurrency / 2),
+      1,
+      webhookConcurrency,
+    ),
+    webhookDisableAfterMs: parseDuration(env, 'SVC_WEBHOOK_DISABLE_AFTER', '5d'),
+    webhookRetentionMs: parseDuration(env, 'SVC_WEBHOOK_RETENTION', '30d'),
     serverKeyRateLimitPerMinute: int(env, 'SVC_SERVER_KEY_RATE_LIMIT', 6000, 1, 10_000_000),
     clientKeyRateLimitPerMinute: int(env, 'SVC_CLIENT_KEY_RATE_LIMIT', 120, 1, 10_000_000),
     keyCacheTtlMs: int(env, 'SVC_KEY_CACHE_TTL_MS', 30_000, 0, 3_600_000),

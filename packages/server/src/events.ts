@@ -36,4 +36,13 @@ export class DomainEvents {
   async emit(event: DomainEvent): Promise<void> {
     for (const sink of this.sinks) await sink(event);
   }
+
+  /**
+   * Emits several events and resolves once every sink has accepted all of them. Each sink is
+   * called for every event at once, in the array's order (a sink must take them in call order:
+   * the webhook outbox writes them together, in that order).
+   */
+  async emitMany(events: DomainEvent[]): Promise<void> {
+    for (const sink of this.sinks) await Promise.all(events.map((event) => sink(event)));
+  }
 }

@@ -340,10 +340,13 @@ class CurrentSchemaPostgresDialect extends PostgresDialect {
 }
 
 async function migrate(db: Kysely<Database>, areas: Migrations, migrationTableSchema?: string) {
+  // Each area numbers its migrations in its own range, so an area's new migration may sort
+  // before another area's already applied one: run it anyway (areas' migrations are independent).
   const migrator = new Migrator({
     db,
     provider: migrationProvider(areas),
     migrationTableSchema,
+    allowUnorderedMigrations: true,
   });
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((r) => r.status === 'Error');

@@ -86,6 +86,7 @@ function toEndpoint(row: WebhookEndpointsTable, nowMs: number): WebhookEndpoint 
     events: JSON.parse(row.events) as string[],
     enabled: row.enabled === 1,
     disabledReason: (row.disabled_reason as WebhookEndpoint['disabledReason']) ?? null,
+    failingSince: row.failing_since,
     previousSecretExpiresAt: overlapping ? row.previous_secret_expires_at : null,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
@@ -160,6 +161,7 @@ export class WebhookEndpoints {
       events: JSON.stringify(body.events ?? []),
       enabled: enabled ? 1 : 0,
       disabled_reason: enabled ? null : 'manual',
+      failing_since: null,
       secret: this.deps.sealer.seal(PURPOSE, secret, id),
       previous_secret: null,
       previous_secret_expires_at: null,
@@ -198,6 +200,9 @@ export class WebhookEndpoints {
     if (body.enabled !== undefined) {
       patch.enabled = body.enabled ? 1 : 0;
       patch.disabled_reason = body.enabled ? null : 'manual';
+      // Re-enabled: a new start; an endpoint still failing is disabled again only after the
+      // whole SVC_WEBHOOK_DISABLE_AFTER.
+      if (body.enabled) patch.failing_since = null;
     }
     await this.deps.store.db
       .updateTable('webhook_endpoints')

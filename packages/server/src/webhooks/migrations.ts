@@ -115,4 +115,24 @@ export const webhooksMigrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0301_webhooks_scale_out': {
+    async up(db: Kysely<unknown>) {
+      // When the endpoint's current run of failed attempts began (null while it answers): an
+      // endpoint failing for SVC_WEBHOOK_DISABLE_AFTER is disabled with reason `failing`.
+      await db.schema.alterTable('webhook_endpoints').addColumn('failing_since', 'text').execute();
+      // Retention: the pruner looks for old events in creation order.
+      await db.schema
+        .createIndex('webhook_events_created_idx')
+        .on('webhook_events')
+        .columns(['created_at'])
+        .execute();
+      // The backlog per project (metrics), over pending rows only.
+      await db.schema
+        .createIndex('webhook_deliveries_project_pending_idx')
+        .on('webhook_deliveries')
+        .columns(['project_id', 'created_at'])
+        .where(sql.ref('status'), '=', 'pending')
+        .execute();
+    },
+  },
 };

@@ -7,20 +7,35 @@ import { newId } from '../ids.ts';
 import type { Store } from '../storage/db.ts';
 import { unavailableDependency } from '../unavailable.ts';
 import type { WebhookMetrics } from './metrics.ts';
-import type { WebhookDeliveriesTable } from './tables.ts';
+import type { WebhookDeliveriesTable, WebhookEventsTable } from './tables.ts';
 
 export interface Enqueued {
   eventId: string;
   deliveryIds: string[];
 }
 
+/** Events written in one statement (or transaction) at most. */
+export const OUTBOX_BATCH = 500;
+
+interface Waiting {
+  event: DomainEvent;
+  resolve: (r: Enqueued | null) => void;
+  reject: (err: unknown) => void;
+}
+
 /**
  * The persisted outbox. `write` stores the event and one pending delivery per matching
- * endpoint in one transaction, and resolves only once they are committed: whoever emitted
- * the event may acknowledge it then. Events of a project with webhooks switched off, or
- * with no enabled endpoint wanting the type, are not stored at all.
+ * endpoint, and resolves only once they are committed: whoever emitted the event may acknowledge
+ * it then. Writes are grouped: events that arrive while a batch is being written go together in
+ * the next one (one statement on PostgreSQL, one transaction on SQLite), in arrival order, so
+ * the outbox's sequence follows emission order on this node. `writeMany` writes a batch given at
+ * once. Events of a project with webhooks switched off, or with no enabled endpoint wanting the
+ * type, are not stored at all.
  */
 export class Outbox {
+  private waiting: Waiting[] = [];
+  private flushing = false;
+
   constructor(
     private store: Store,
     private clock: Clock,
@@ -36,98 +51,168 @@ export class Outbox {
     this.onEnqueued();
   }
 
-  async write(event: DomainEvent, only?: { endpointId: string }): Promise<Enqueued | null> {
+  write(event: DomainEvent, only?: { endpointId: string }): Promise<Enqueued | null> {
+    if (only) return this.writeMany([event], only).then((r) => r[0]);
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ event, resolve, reject });
+      if (!this.flushing) {
+        this.flushing = true;
+        // After the current task's synchronous emits have queued theirs.
+        queueMicrotask(() => void this.flush());
+      }
+    });
+  }
+
+  private async flush() {
+    try {
+      while (this.waiting.length > 0) {
+        const batch = this.waiting.splice(0, OUTBOX_BATCH);
+        try {
+          const results = await this.writeMany(batch.map((w) => w.event));
+          for (const [i, w] of batch.entries()) w.resolve(results[i]);
+        } catch (err) {
+          for (const w of batch) w.reject(err);
+        }
+      }
+    } finally {
+      this.flushing = false;
+    }
+  }
+
+  /**
+   * Writes the events (in this order) with their deliveries in one statement (PostgreSQL) or
+   * transaction (SQLite); returns, per event, its id and deliveries, or null when no endpoint
+   * wanted it.
+   */
+  async writeMany(
+    events: DomainEvent[],
+    only?: { endpointId: string },
+  ): Promise<(Enqueued | null)[]> {
+    if (events.length === 0) return [];
+    const projects = [...new Set(events.map((e) => e.projectId))];
     const endpoints = await this.store.db
       .selectFrom('webhook_endpoints as e')
       .innerJoin('projects as p', 'p.id', 'e.project_id')
-      .select(['e.id', 'e.events'])
-      .where('e.project_id', '=', event.projectId)
+      .select(['e.id', 'e.events', 'e.project_id'])
+      .where('e.project_id', 'in', projects)
       .where('e.enabled', '=', 1)
       .where('p.webhooks_enabled', '=', 1)
       .$if(only !== undefined, (q) => q.where('e.id', '=', only!.endpointId))
+      .orderBy('e.created_at')
+      .orderBy('e.id')
       .execute();
-    const matching = endpoints.filter((e) => {
-      if (only) return true;
-      const wanted = JSON.parse(e.events) as string[];
-      return wanted.length === 0 || wanted.includes(event.type);
-    });
-    if (matching.length === 0) return null;
+    const byProject = new Map<string, { id: string; wanted: string[] }[]>();
+    for (const e of endpoints) {
+      const list = byProject.get(e.project_id) ?? [];
+      list.push({ id: e.id, wanted: JSON.parse(e.events) as string[] });
+      byProject.set(e.project_id, list);
+    }
 
     const nowMs = this.clock.now();
     const now = new Date(nowMs).toISOString();
-    const id = newId('evt', nowMs);
-    const body: WebhookEvent = {
-      type: event.type,
-      id,
-      createdAt: new Date(event.occurredAtMs).toISOString(),
-      projectId: event.projectId,
-      data: event.data,
-    };
-    const orderingKey = event.orderingKey ?? null;
-    const eventRow = {
-      id,
-      project_id: event.projectId,
-      type: event.type,
-      ordering_key: orderingKey,
-      payload: JSON.stringify(body),
-      created_at: now,
-    };
     const nextAttemptAt = new Date(nowMs + this.firstDelayMs).toISOString();
-    const deliveryIds = matching.map(() => newId('whd', nowMs));
-    const deliveryRow = (i: number, seq: number | string): WebhookDeliveriesTable => ({
-      id: deliveryIds[i],
-      event_seq: seq,
-      event_id: id,
-      event_type: event.type,
-      endpoint_id: matching[i].id,
-      project_id: event.projectId,
-      ordering_key: orderingKey,
-      status: 'pending',
-      attempt_count: 0,
-      next_attempt_at: nextAttemptAt,
-      lease_until: null,
-      lease_token: null,
-      last_status_code: null,
-      last_error: null,
-      created_at: now,
-      updated_at: now,
-    });
+    const results: (Enqueued | null)[] = [];
+    const eventRows: Omit<WebhookEventsTable, 'seq'>[] = [];
+    const deliveries: { id: string; event: number; endpointId: string }[] = [];
+    for (const event of events) {
+      const matching = (byProject.get(event.projectId) ?? []).filter(
+        (e) => only || e.wanted.length === 0 || e.wanted.includes(event.type),
+      );
+      if (matching.length === 0) {
+        results.push(null);
+        continue;
+      }
+      const id = newId('evt', nowMs);
+      const body: WebhookEvent = {
+        type: event.type,
+        id,
+        createdAt: new Date(event.occurredAtMs).toISOString(),
+        projectId: event.projectId,
+        data: event.data,
+      };
+      const index = eventRows.length;
+      eventRows.push({
+        id,
+        project_id: event.projectId,
+        type: event.type,
+        ordering_key: event.orderingKey ?? null,
+        payload: JSON.stringify(body),
+        created_at: now,
+      });
+      const deliveryIds = matching.map((endpoint) => {
+        const deliveryId = newId('whd', nowMs);
+        deliveries.push({ id: deliveryId, event: index, endpointId: endpoint.id });
+        return deliveryId;
+      });
+      results.push({ eventId: id, deliveryIds });
+    }
+    if (eventRows.length === 0) return results;
+
     if (this.store.dialect === 'postgres') {
-      // One statement (atomic on its own) instead of BEGIN, two INSERTs and COMMIT: an emit
-      // costs two round trips instead of five. SQLite has no INSERT inside WITH, and its
-      // transactions cost no round trips anyway.
-      const template = deliveryRow(0, 0);
-      const columns = Object.keys(template) as (keyof WebhookDeliveriesTable)[];
-      await sql`with ev as (${this.store.db.insertInto('webhook_events').values(eventRow).returning('seq')})
-        insert into webhook_deliveries (${sql.join(columns.map((c) => sql.ref(c)))})
-        select ${sql.join(
-          columns.map((c) =>
-            c === 'event_seq'
-              ? sql`ev.seq`
-              : c === 'id' || c === 'endpoint_id'
-                ? sql.ref(`v.${c}`)
-                : sql`${template[c]}`,
-          ),
-        )}
-        from ev, (values ${sql.join(
-          matching.map((endpoint, i) => sql`(${deliveryIds[i]}, ${endpoint.id})`),
-        )}) as v (id, endpoint_id)`.execute(this.store.db);
+      // One statement (atomic on its own): the events in order (the sequence follows the array's
+      // order), then their deliveries joined on the new rows' sequence numbers.
+      const ev = <K extends keyof (typeof eventRows)[number]>(k: K) => eventRows.map((r) => r[k]);
+      const dv = <T>(f: (d: (typeof deliveries)[number]) => T) => deliveries.map(f);
+      await sql`
+        with ev as (
+          insert into webhook_events (id, project_id, type, ordering_key, payload, created_at)
+          select id, project_id, type, ordering_key, payload, created_at
+          from unnest(${ev('id')}::text[], ${ev('project_id')}::text[], ${ev('type')}::text[],
+            ${ev('ordering_key')}::text[], ${ev('payload')}::text[], ${ev('created_at')}::text[])
+            with ordinality as u(id, project_id, type, ordering_key, payload, created_at, ord)
+          order by ord
+          returning seq, id, project_id, type, ordering_key
+        )
+        insert into webhook_deliveries (id, event_seq, event_id, event_type, endpoint_id,
+          project_id, ordering_key, status, attempt_count, next_attempt_at, created_at, updated_at)
+        select v.id, ev.seq, ev.id, ev.type, v.endpoint_id, ev.project_id, ev.ordering_key,
+          'pending', 0, ${nextAttemptAt}, ${now}, ${now}
+        from unnest(${dv((d) => d.id)}::text[], ${dv((d) => eventRows[d.event].id)}::text[],
+          ${dv((d) => d.endpointId)}::text[]) as v(id, event_id, endpoint_id)
+        join ev on ev.id = v.event_id`.execute(this.store.db);
     } else {
       await this.store.db.transaction().execute(async (trx) => {
-        const { seq } = await trx
+        // Rows get their sequence in the order they are listed; RETURNING's order is arbitrary.
+        const inserted = await trx
           .insertInto('webhook_events')
-          .values(eventRow)
-          .returning('seq')
-          .executeTakeFirstOrThrow();
-        await trx
-          .insertInto('webhook_deliveries')
-          .values(matching.map((_, i) => deliveryRow(i, seq)))
+          .values(eventRows)
+          .returning(['seq', 'id'])
           .execute();
+        const seqById = new Map(inserted.map((r) => [r.id, r.seq]));
+        const seqs = eventRows.map((r) => seqById.get(r.id)!);
+        // SQLite allows 32,766 parameters a statement: 1,000 rows of 16 columns fit.
+        for (let i = 0; i < deliveries.length; i += 1000) {
+          await trx
+            .insertInto('webhook_deliveries')
+            .values(
+              deliveries.slice(i, i + 1000).map(
+                (d): WebhookDeliveriesTable => ({
+                  id: d.id,
+                  event_seq: seqs[d.event],
+                  event_id: eventRows[d.event].id,
+                  event_type: eventRows[d.event].type,
+                  endpoint_id: d.endpointId,
+                  project_id: eventRows[d.event].project_id,
+                  ordering_key: eventRows[d.event].ordering_key,
+                  status: 'pending',
+                  attempt_count: 0,
+                  next_attempt_at: nextAttemptAt,
+                  lease_until: null,
+                  lease_token: null,
+                  last_status_code: null,
+                  last_error: null,
+                  created_at: now,
+                  updated_at: now,
+                }),
+              ),
+            )
+            .execute();
+        }
       });
     }
-    this.metrics.enqueued.inc({ type: event.type });
+    for (const row of eventRows) this.metrics.enqueued.inc({ type: row.type });
     this.onEnqueued();
-    return { eventId: id, deliveryIds };
+    return results;
   }
 }
 

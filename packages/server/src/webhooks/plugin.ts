@@ -21,14 +21,27 @@ declare module '../app.ts' {
 export const webhooksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { svc }) => {
   const { config, store, clock, sealer } = svc;
   await sealStoredEndpointSecrets(store, sealer);
-  const metrics = new WebhookMetrics(svc.metrics.registry, async () => {
-    const row = await store.db
-      .selectFrom('webhook_deliveries')
-      .select((eb) => eb.fn.countAll<number>().as('n'))
-      .where('status', '=', PENDING)
-      .executeTakeFirst();
-    return Number(row?.n ?? 0);
-  });
+  const metrics = new WebhookMetrics(
+    svc.metrics.registry,
+    async () => {
+      const rows = await store.db
+        .selectFrom('webhook_deliveries')
+        .select([
+          'project_id',
+          (eb) => eb.fn.countAll<number>().as('n'),
+          (eb) => eb.fn.min('created_at').as('oldest'),
+        ])
+        .where('status', '=', PENDING)
+        .groupBy('project_id')
+        .execute();
+      return rows.map((r) => ({
+        projectId: r.project_id,
+        pending: Number(r.n),
+        oldest: String(r.oldest),
+      }));
+    },
+    () => clock.now(),
+  );
   const worker = config.webhookWorker
     ? new DeliveryWorker({
         store,
@@ -38,6 +51,9 @@ export const webhooksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
         retryScheduleMs: config.webhookRetryScheduleMs,
         timeoutMs: config.webhookTimeoutMs,
         concurrency: config.webhookConcurrency,
+        endpointConcurrency: config.webhookEndpointConcurrency,
+        disableAfterMs: config.webhookDisableAfterMs,
+        retentionMs: config.webhookRetentionMs,
         pollMs: config.webhookPollMs,
         leaseMs: config.webhookLeaseMs,
         allowPrivate: config.webhookAllowPrivate,

@@ -9,8 +9,10 @@ export interface WebhookEndpointsTable {
   /** JSON array of event types; `[]` means every type. */
   events: string;
   enabled: number;
-  /** `gone` (receiver answered 410), `manual`, or null while enabled. */
+  /** `gone` (receiver answered 410), `failing` (failed for too long), `manual`, or null. */
   disabled_reason: string | null;
+  /** When the current run of failed attempts began; null while the endpoint answers. */
+  failing_since: string | null;
   /** `whsec_…`: kept as is because every delivery is signed with it. */
   secret: string;
   previous_secret: string | null;

@@ -14,10 +14,16 @@ import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import { MediaRequestError, type MediaService } from '../media/service.ts';
 import { isAdmin } from '../realtime/controller/state.ts';
-import type { RoomStore } from '../realtime/room-store.ts';
+import type { LiveTrack, RoomStore } from '../realtime/room-store.ts';
 import type { RoomService } from '../realtime/rooms.ts';
 import type { RealtimeRecordingsTable } from '../realtime/tables.ts';
-import { ConversionError, type ConvertTools, convertRecording, DEFAULT_TOOLS } from './convert.ts';
+import {
+  ConversionError,
+  type ConvertTools,
+  convertRecording,
+  DEFAULT_TOOLS,
+  MANIFEST,
+} from './convert.ts';
 
 const EXT: Record<SvcRecordingFileType, string> = { MP4: 'mp4', WEBM: 'webm', OGG: 'ogg' };
 export const CONTENT_TYPE: Record<SvcRecordingFileType, string> = {
@@ -77,6 +83,30 @@ export class RecordingService {
     this.urlKeys = [svc.secret, ...svc.config.secretPrevious]
       .filter(Boolean)
       .map((s) => Buffer.from(hkdfSync('sha256', s, 'svc', 'svc:recordings:download-url', 32)));
+    media.onTrackPublished = (rid, track) => this.noteTrack(rid, track);
+  }
+
+  /**
+   * Appends a line to the recording's manifest (`tracks.jsonl` in its `.mjr` folder, which every
+   * node and Janus host shares): who published which SFU feed, and the pauses.
+   */
+  private note(mjrDir: string, line: object) {
+    fs.appendFileSync(path.join(mjrDir, MANIFEST), `${JSON.stringify(line)}\n`);
+  }
+
+  private trackLine(t: LiveTrack) {
+    return { feedId: t.feedId, userId: t.userId, source: t.source, kind: t.kind };
+  }
+
+  /** A track was published in room `rid`: its recordings note who publishes its feed. */
+  private async noteTrack(rid: string, track: LiveTrack) {
+    const rows = await this.db
+      .selectFrom('realtime_recordings')
+      .select('mjr_dir')
+      .where('room_id', '=', rid)
+      .where('status', '=', 'STARTED')
+      .execute();
+    for (const r of rows) if (fs.existsSync(r.mjr_dir)) this.note(r.mjr_dir, this.trackLine(track));
   }
 
   private get db() {
@@ -189,6 +219,10 @@ export class RecordingService {
     }
     const mjrDir = path.join(this.root, 'mjr', egressId);
     fs.mkdirSync(mjrDir, { recursive: true });
+    // The tracks already published; those published later are noted by noteTrack.
+    for (const t of (await this.store.peek(record.room_id))?.tracks ?? []) {
+      this.note(mjrDir, this.trackLine(t));
+    }
     let engine: string;
     try {
       engine = await this.media.startRecording(record.room_id, mjrDir);

@@ -233,4 +233,95 @@ describe('recordings of several publishers', { skip: skip ?? false, timeout: 180
     console.log(`audio: max ${first} dB before, ${last} dB after`);
     assert.ok(first > -30 && last > -30, `${first} / ${last} dB`);
   });
+
+  test('participant mode: one file per participant, each with its own signed URL', async () => {
+    // Now: Alice has her camera, Bob his microphone; Bob's camera comes back.
+    await media(bob, 'enable', 'camera');
+    const started = await api('POST', '/recordings', {
+      roomName: room,
+      fileType: 'WEBM',
+      mode: 'participant',
+    });
+    assert.equal(started.status, 201, JSON.stringify(started.body));
+    assert.equal(started.body.mode, 'participant');
+    const id = started.body.egressId as string;
+    assert.equal(started.body.filepath, `${room}/${id}`);
+    await mjrFiles(id, 3);
+    const t0 = Date.now();
+    await sleep(2500);
+    const stopAt = Date.now();
+    const info = (await api('POST', `/recordings/${id}/stop`)).body;
+    assert.equal(info.status, 'COMPLETED', JSON.stringify(info));
+    assert.deepEqual(
+      info.files.map((f: { userId: string; filepath: string }) => [f.userId, f.filepath]),
+      [
+        ['alice', `${room}/${id}/alice.webm`],
+        ['bob', `${room}/${id}/bob.webm`],
+      ],
+    );
+    const urls = await api('GET', `/recordings/${id}/download-url`);
+    assert.equal(urls.status, 200);
+    assert.equal(urls.body.files.length, 2);
+    assert.equal(urls.body.downloadUrl, urls.body.files[0].downloadUrl);
+    const kinds: Record<string, string[]> = {};
+    for (const [i, f] of (urls.body.files as { userId: string; downloadUrl: string }[]).entries()) {
+      const res = await fetch(f.downloadUrl);
+      assert.equal(res.status, 200);
+      const bytes = Buffer.from(await res.arrayBuffer());
+      assert.equal(bytes.length, info.files[i].size);
+      const local = path.join(tmp, `${f.userId}.webm`);
+      fs.writeFileSync(local, bytes);
+      const p = ffprobe(local);
+      kinds[f.userId] = p.streams.map((x) => `${x.codec_type}:${x.codec_name}`).sort();
+      assert.ok(Math.abs(Number(p.format.duration) - (stopAt - t0) / 1000) < 0.6);
+      // One participant's URL does not open another's file.
+      const other = new URL(f.downloadUrl);
+      other.searchParams.set('file', String(1 - i));
+      assert.equal((await fetch(other)).status, 403);
+    }
+    // Alice: camera only (her microphone is off); Bob: camera and microphone.
+    assert.deepEqual(kinds, { alice: ['video:vp8'], bob: ['audio:opus', 'video:vp8'] });
+  });
+
+  test('pause and resume: one file, the paused time cut', async () => {
+    await media(bob, 'disable', 'camera');
+    const started = await api('POST', '/recordings', { roomName: room, fileType: 'OGG' });
+    assert.equal(started.status, 201);
+    const id = started.body.egressId as string;
+    await mjrFiles(id, 1);
+    let t = Date.now();
+    await sleep(2000);
+    const paused = await api('POST', `/recordings/${id}/pause`);
+    let recorded = Date.now() - t;
+    assert.equal(paused.status, 200);
+    assert.equal(paused.body.status, 'STARTED');
+    assert.ok(paused.body.pausedAt);
+    assert.equal(
+      (await api('POST', `/recordings/${id}/pause`)).body.pausedAt,
+      paused.body.pausedAt,
+    );
+    await sleep(2000);
+    const resumed = await api('POST', `/recordings/${id}/resume`);
+    t = Date.now();
+    assert.equal(resumed.status, 200);
+    assert.equal(resumed.body.pausedAt, undefined);
+    await mjrFiles(id, 2);
+    await sleep(2000);
+    recorded += Date.now() - t;
+    const info = (await api('POST', `/recordings/${id}/stop`)).body;
+    assert.equal(info.status, 'COMPLETED', JSON.stringify(info));
+    console.log(`pause: recorded ${recorded} ms around a 2 s pause, file ${info.duration} s`);
+    assert.ok(Math.abs(info.duration - recorded / 1000) < 0.5, `${info.duration} vs ${recorded}`);
+    const { file } = await download(id, 'paused.ogg');
+    assert.ok(Math.abs(Number(ffprobe(file).format.duration) - recorded / 1000) < 0.5);
+    // Sound on both sides of the cut.
+    assert.ok(
+      loudest(file, 0.2, 1.8) > -30 &&
+        loudest(file, info.duration - 1.8, info.duration - 0.2) > -30,
+    );
+    // Only a running recording pauses.
+    const again = await api('POST', `/recordings/${id}/pause`);
+    assert.equal(again.status, 409);
+    assert.equal(again.body.code, 'recording_not_active');
+  });
 });

@@ -23,9 +23,15 @@ export type SvcRecordingStatus = (typeof RECORDING_STATUSES)[number];
 /**
  * Why a recording FAILED: `no_media` (nothing of the requested kind was published while it
  * ran), `conversion_failed` (janus-pp-rec or ffmpeg failed), `engine_lost` (the server or the
- * media engine died while recording and no media had been written).
+ * media engine died while recording and no media had been written), `upload_failed` (the
+ * S3-compatible store refused the file, three times).
  */
-export const RECORDING_FAILURE_REASONS = ['no_media', 'conversion_failed', 'engine_lost'] as const;
+export const RECORDING_FAILURE_REASONS = [
+  'no_media',
+  'conversion_failed',
+  'engine_lost',
+  'upload_failed',
+] as const;
 export const RecordingFailureReasonSchema = Type.Union(
   RECORDING_FAILURE_REASONS.map((s) => Type.Literal(s)),
 );

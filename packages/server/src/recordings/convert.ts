@@ -6,7 +6,7 @@ import type { SvcRecordingFileType, SvcTrackSource } from '@svc/protocol';
 /** A failure with the reason code the recording ends FAILED with. */
 export class ConversionError extends Error {
   constructor(
-    readonly reason: 'no_media' | 'conversion_failed',
+    readonly reason: 'no_media' | 'conversion_failed' | 'upload_failed',
     message: string,
   ) {
     super(message);

@@ -27,6 +27,7 @@ import {
   DEFAULT_TOOLS,
   MANIFEST,
 } from './convert.ts';
+import { RecordingsS3 } from './storage.ts';
 
 const EXT: Record<SvcRecordingFileType, string> = { MP4: 'mp4', WEBM: 'webm', OGG: 'ogg' };
 export const CONTENT_TYPE: Record<SvcRecordingFileType, string> = {
@@ -41,11 +42,19 @@ const SEGMENT = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/;
 /** Who may see which recordings: every one of the project (server keys), or one room's. */
 export type RecordingScope = { projectId: string; roomName: string | null };
 
+/** A file as the row keeps it: with its object key when it was uploaded to S3. */
+type StoredFile = SvcRecordingFile & { key?: string };
+
 /** The files of a row (a COMPLETED row made before files were listed has its one filepath). */
-export function filesOf(r: RealtimeRecordingsTable): SvcRecordingFile[] {
-  if (r.files) return JSON.parse(r.files) as SvcRecordingFile[];
+function storedFiles(r: RealtimeRecordingsTable): StoredFile[] {
+  if (r.files) return JSON.parse(r.files) as StoredFile[];
   if (r.status !== 'COMPLETED') return [];
   return [{ filepath: r.filepath, duration: Number(r.duration ?? 0), size: Number(r.size ?? 0) }];
+}
+
+/** The files as the API reports them. */
+export function filesOf(r: RealtimeRecordingsTable): SvcRecordingFile[] {
+  return storedFiles(r).map(({ key: _key, ...f }) => f);
 }
 
 export function recordingInfo(r: RealtimeRecordingsTable): SvcRecordingInfo {
@@ -84,6 +93,8 @@ export class RecordingService {
   private waiters = new Map<string, (() => void)[]>();
   private closed = false;
   tools: ConvertTools = DEFAULT_TOOLS;
+  /** The object store files go to (`SVC_RECORDINGS_S3_*`), or null: they stay in DATA_DIR. */
+  readonly s3: RecordingsS3 | null;
 
   constructor(
     private readonly svc: Services,
@@ -99,6 +110,8 @@ export class RecordingService {
       .filter(Boolean)
       .map((s) => Buffer.from(hkdfSync('sha256', s, 'svc', 'svc:recordings:download-url', 32)));
     media.onTrackPublished = (rid, track) => this.noteTrack(rid, track);
+    const s3 = svc.config.media.recordingsS3;
+    this.s3 = s3 ? new RecordingsS3(s3) : null;
   }
 
   /**
@@ -434,12 +447,26 @@ export class RecordingService {
       throw new ApiError('recording_not_ready', `The recording is ${row.status}.`);
     const exp = Math.floor(this.svc.clock.now() / 1000) + expiresIn;
     const base = `${this.svc.config.publicUrl}/v1/realtime/recordings/${encodeURIComponent(egressId)}/file`;
-    const files = filesOf(row).map((f, i) => {
-      const index = row.mode === 'participant' ? i : undefined;
-      const sig = this.sign(this.urlKeys[0]!, egressId, exp, index);
-      const downloadUrl = `${base}?exp=${exp}&sig=${sig}${index === undefined ? '' : `&file=${i}`}`;
-      return { filepath: f.filepath, ...(f.userId ? { userId: f.userId } : {}), downloadUrl };
-    });
+    const files = await Promise.all(
+      storedFiles(row).map(async (f, i) => {
+        let downloadUrl: string;
+        if (f.key) {
+          // In the object store: its own presigned GET.
+          if (!this.s3) {
+            throw new ApiError(
+              'recording_not_ready',
+              'The file is in an object store this server is not configured for (SVC_RECORDINGS_S3_*).',
+            );
+          }
+          downloadUrl = await this.s3.presign(f.key, expiresIn, path.basename(f.filepath));
+        } else {
+          const index = row.mode === 'participant' ? i : undefined;
+          const sig = this.sign(this.urlKeys[0]!, egressId, exp, index);
+          downloadUrl = `${base}?exp=${exp}&sig=${sig}${index === undefined ? '' : `&file=${i}`}`;
+        }
+        return { filepath: f.filepath, ...(f.userId ? { userId: f.userId } : {}), downloadUrl };
+      }),
+    );
     if (!files.length) throw new ApiError('recording_not_ready', 'The recording has no file.');
     return { downloadUrl: files[0]!.downloadUrl, expiresIn, files };
   }
@@ -466,10 +493,11 @@ export class RecordingService {
       .where('egress_id', '=', egressId)
       .executeTakeFirst();
     if (!row) throw new ApiError('recording_not_found');
-    const entry = filesOf(row)[index ?? 0];
-    const file = entry
-      ? this.filePath({ project_id: row.project_id, filepath: entry.filepath })
-      : '';
+    const entry = storedFiles(row)[index ?? 0];
+    const file =
+      entry && !entry.key
+        ? this.filePath({ project_id: row.project_id, filepath: entry.filepath })
+        : '';
     if (row.status !== 'COMPLETED' || !entry || !fs.existsSync(file))
       throw new ApiError('recording_not_ready');
     return { row, file };
@@ -533,7 +561,7 @@ export class RecordingService {
       .execute();
     try {
       const ms = (d: number) => Math.round(d * 1000) / 1000;
-      let files: SvcRecordingFile[];
+      let files: StoredFile[];
       if (row.mode === 'participant') {
         const made = await convertParticipants(
           this.tools,
@@ -557,6 +585,7 @@ export class RecordingService {
         );
         files = [{ filepath: row.filepath, duration: ms(done.duration), size: done.size }];
       }
+      if (this.s3) await this.upload(row, files);
       const patch = {
         status: 'COMPLETED' as const,
         completed_at: this.iso(),
@@ -576,13 +605,36 @@ export class RecordingService {
     } catch (err) {
       const reason = err instanceof ConversionError ? err.reason : 'conversion_failed';
       const detail = (err as Error).message.slice(0, 500);
-      // A conversion that failed is tried again (bounded); having no media is final.
-      if (reason === 'conversion_failed' && row.attempts + 1 < MAX_ATTEMPTS && !this.closed) {
+      // A conversion or upload that failed is tried again (bounded); having no media is final.
+      if (reason !== 'no_media' && row.attempts + 1 < MAX_ATTEMPTS && !this.closed) {
         this.queue = this.queue.then(() => this.convert(egressId));
         return;
       }
       await this.fail(row, reason, detail);
     }
+  }
+
+  /** Uploads the made files to the object store, then removes them from DATA_DIR. */
+  private async upload(row: RealtimeRecordingsTable, files: StoredFile[]) {
+    const s3 = this.s3!;
+    for (const f of files) {
+      const local = this.filePath({ project_id: row.project_id, filepath: f.filepath });
+      f.key = s3.key(row.project_id, f.filepath);
+      try {
+        await s3.upload(local, f.key, CONTENT_TYPE[row.file_type]);
+      } catch (err) {
+        throw new ConversionError(
+          'upload_failed',
+          `S3 ${s3.bucket}/${f.key}: ${(err as Error).name}: ${(err as Error).message}`,
+        );
+      }
+    }
+    for (const f of files) {
+      fs.rmSync(this.filePath({ project_id: row.project_id, filepath: f.filepath }), {
+        force: true,
+      });
+    }
+    if (row.mode === 'participant') fs.rmSync(this.filePath(row), { recursive: true, force: true });
   }
 
   private async fail(row: RealtimeRecordingsTable, reason: string, detail: string) {
@@ -647,5 +699,6 @@ export class RecordingService {
   async close() {
     this.closed = true;
     await this.queue.catch(() => {});
+    this.s3?.close();
   }
 }

@@ -103,7 +103,7 @@ export interface Track {
   source: string;
   /** First packet's time (µs since the epoch). */
   firstUs: number;
-  /** The depacketised file, and its length in seconds. */
+  /** The depacketised file, and its length in seconds (0 until `measure`). */
   out: string;
   seconds: number;
 }
@@ -111,12 +111,36 @@ export interface Track {
 /** `videoroom-<room>-user-<feed>-<µs>-<audio|video>-<mid>.mjr` */
 const MJR_NAME = /-user-(\d+)-\d+-(?:audio|video)-/;
 
-/** Reads and depacketises every `.mjr` of `dir` (files without usable media are skipped). */
+/**
+ * The JSON header of a `.mjr` (`MJR00002`, 2-byte big-endian length, JSON), read directly;
+ * `janus-pp-rec -j` for any other layout.
+ */
+async function mjrHeader(tools: ConvertTools, file: string): Promise<Record<string, unknown>> {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const head = Buffer.alloc(4096);
+    const n = fs.readSync(fd, head, 0, head.length, 0);
+    if (n >= 10 && head.toString('latin1', 0, 8) === 'MJR00002') {
+      const len = head.readUInt16BE(8);
+      if (10 + len <= n) return JSON.parse(head.toString('utf8', 10, 10 + len));
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+  return JSON.parse(await run(tools.ppRec, ['-j', file], 60_000));
+}
+
+/**
+ * Reads and depacketises the `.mjr` files of `dir` (those without usable media are skipped;
+ * `audioOnly`: video files are not even depacketised). A track's length (`seconds`) is probed
+ * only when `lengths` is set (the composition needs it); otherwise it is 0.
+ */
 export async function scanTracks(
   tools: ConvertTools,
   dir: string,
   work: string,
   manifest: Manifest,
+  audioOnly = false,
 ): Promise<Track[]> {
   const files = fs.existsSync(dir)
     ? fs
@@ -130,13 +154,15 @@ export async function scanTracks(
     if (fs.statSync(file).size < 64) return null;
     let header: Record<string, unknown>;
     try {
-      header = JSON.parse(await run(tools.ppRec, ['-j', file], 60_000));
+      header = await mjrHeader(tools, file);
     } catch {
       return null;
     }
     const kind = header.t === 'a' ? 'audio' : header.t === 'v' ? 'video' : null;
     const codec = String(header.c ?? '');
-    if (!kind) return null;
+    if (!kind || (audioOnly && kind === 'video')) return null;
+    // No first packet time: Janus never wrote a packet to it.
+    if (header.u === undefined && header.s === undefined) return null;
     if (kind === 'audio' && codec !== 'opus') return null;
     if (kind === 'video' && !['vp8', 'vp9', 'h264'].includes(codec)) return null;
     const ext = kind === 'audio' ? 'opus' : codec === 'h264' ? 'mp4' : 'webm';
@@ -147,13 +173,6 @@ export async function scanTracks(
       return null;
     }
     if (!fs.existsSync(out) || fs.statSync(out).size === 0) return null;
-    let seconds: number;
-    try {
-      seconds = (await probe(tools, out)).duration;
-    } catch {
-      return null;
-    }
-    if (!(seconds > 0)) return null;
     const feedId = Number(MJR_NAME.exec(f)?.[1] ?? -1);
     const who = manifest.feeds.get(feedId);
     return {
@@ -165,7 +184,7 @@ export async function scanTracks(
       source: who?.source ?? (kind === 'audio' ? 'microphone' : 'camera'),
       firstUs: Number(header.u ?? header.s ?? 0),
       out,
-      seconds,
+      seconds: 0,
     };
   };
   // Two at a time: janus-pp-rec and ffprobe are short, and the machine has other work.
@@ -174,6 +193,20 @@ export async function scanTracks(
     tracks.push(...(await Promise.all(files.slice(i, i + 2).map((f, j) => one(f, i + j)))));
   }
   return tracks.filter((t): t is Track => t !== null);
+}
+
+/** Probes each track's length (`seconds`; 0 when it has none or cannot be read). */
+async function measure(tools: ConvertTools, tracks: Track[]) {
+  for (let i = 0; i < tracks.length; i += 2) {
+    await Promise.all(
+      tracks.slice(i, i + 2).map(async (t) => {
+        t.seconds = await probe(tools, t.out).then(
+          (p) => p.duration || 0,
+          () => 0,
+        );
+      }),
+    );
+  }
 }
 
 /** What a finished conversion produced. */
@@ -275,7 +308,9 @@ export async function convertTracks(
 ): Promise<Converted> {
   const audio = tracks.filter((t) => t.kind === 'audio');
   const videos = fileType === 'OGG' ? [] : tracks.filter((t) => t.kind === 'video');
-  const used = [...videos, ...audio];
+  // Lengths are needed to lay out several videos (when each ends); one ffprobe per track.
+  if (videos.length > 1) await measure(tools, [...videos, ...audio]);
+  const used = [...videos, ...audio].filter((t) => videos.length <= 1 || t.seconds > 0);
   if (used.length === 0) {
     throw new ConversionError(
       'no_media',
@@ -409,7 +444,7 @@ export async function convertRecording(
   const work = fs.mkdtempSync(path.join(path.dirname(mjrDir), `.work-${path.basename(mjrDir)}-`));
   try {
     const manifest = readManifest(mjrDir);
-    const tracks = await scanTracks(tools, mjrDir, work, manifest);
+    const tracks = await scanTracks(tools, mjrDir, work, manifest, fileType === 'OGG');
     return await convertTracks(tools, tracks, fileType, target, manifest.pauses);
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
@@ -454,7 +489,7 @@ export async function convertParticipants(
   const work = fs.mkdtempSync(path.join(path.dirname(mjrDir), `.work-${path.basename(mjrDir)}-`));
   try {
     const manifest = readManifest(mjrDir);
-    const tracks = await scanTracks(tools, mjrDir, work, manifest);
+    const tracks = await scanTracks(tools, mjrDir, work, manifest, fileType === 'OGG');
     const users = [...new Set(tracks.map((t) => t.userId))].sort();
     const taken = new Set<string>();
     const files: ParticipantFile[] = [];

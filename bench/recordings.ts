@@ -165,7 +165,7 @@ export async function run(): Promise<string> {
       '| recording | length | size | stop → COMPLETED | ÷ length | target |',
       '| --- | --- | --- | --- | --- | --- |',
       row('1 publisher, WEBM (VP8 + Opus copied)', single.WEBM!, '≤ 1 s'),
-      row('1 publisher, MP4 (libx264 veryfast + AAC)', single.MP4!, `≤ 0.1 × length + 1 s`),
+      row('1 publisher, MP4 (libx264 superfast + AAC)', single.MP4!, `≤ 0.1 × length + 1 s`),
       row('1 publisher, OGG (Opus copied)', single.OGG!, '≤ 1 s'),
       row(
         '4 publishers, MP4 grid (1280×720, 24 fps, 4 tiles, 4 microphones mixed)',

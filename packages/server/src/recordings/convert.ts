@@ -353,7 +353,7 @@ export async function convertTracks(
   if (mixed) args.push('-map', '[aout]');
   else if (auds.length === 1) args.push('-map', `${auds[0]!.input}:a:0`);
   const v = vids[0];
-  const x264 = ['-c:v', 'libx264', '-preset', 'veryfast', '-crf', '23', '-pix_fmt', 'yuv420p'];
+  const x264 = ['-c:v', 'libx264', '-preset', 'superfast', '-crf', '23', '-pix_fmt', 'yuv420p'];
   const vp8 = ['-c:v', 'libvpx', '-deadline', 'realtime', '-cpu-used', '8', '-b:v', '1500k'];
   if (fileType === 'MP4') {
     if (v) args.push(...(!composed && v.codec === 'h264' ? ['-c:v', 'copy'] : x264));

@@ -360,8 +360,9 @@ export class RecordingService {
     if (!row.paused_at) return recordingInfo(row);
     // Noted before the SFU writes again: every packet after it is after the pause.
     this.note(row.mjr_dir, { resume: this.nowUs() });
+    let engine: string;
     try {
-      await this.media.startRecording(row.room_id, row.mjr_dir);
+      engine = await this.media.startRecording(row.room_id, row.mjr_dir);
     } catch (err) {
       this.note(row.mjr_dir, { pause: this.nowUs() });
       if (err instanceof MediaRequestError) {
@@ -371,10 +372,10 @@ export class RecordingService {
     }
     await this.db
       .updateTable('realtime_recordings')
-      .set({ paused_at: null })
+      .set({ paused_at: null, engine })
       .where('egress_id', '=', egressId)
       .execute();
-    return recordingInfo({ ...row, paused_at: null });
+    return recordingInfo({ ...row, paused_at: null, engine });
   }
 
   /** Stops every running recording of a room (the room ended). */

@@ -63,11 +63,11 @@ function chromaAt(file: string, at: number) {
   return yuv.subarray(1280 * 720, 1280 * 720 + 640 * 360);
 }
 
-/** The share of the columns [x0, x1) (in canvas pixels) that show a camera, 0 to 1. */
-function cameraShare(u: Buffer, x0: number, x1: number) {
+/** The share of the columns [x0, x1), rows [y0, y1) (canvas pixels) showing a camera, 0 to 1. */
+function cameraShare(u: Buffer, x0: number, x1: number, y0 = 0, y1 = 720) {
   let n = 0;
   let on = 0;
-  for (let y = 0; y < 360; y++) {
+  for (let y = y0 / 2; y < y1 / 2; y++) {
     for (let x = x0 / 2; x < x1 / 2; x++) {
       n++;
       if (Math.abs(u[y * 640 + x]! - 128) > 40) on++;
@@ -323,5 +323,31 @@ describe('recordings of several publishers', { skip: skip ?? false, timeout: 180
     const again = await api('POST', `/recordings/${id}/pause`);
     assert.equal(again.status, 409);
     assert.equal(again.body.code, 'recording_not_active');
+  });
+
+  test('room: a screen share takes the main tile, the cameras stack on the right', async () => {
+    await media(bob, 'enable', 'camera');
+    await media(alice, 'enable', 'screen');
+    const started = await api('POST', '/recordings', { roomName: room, fileType: 'MP4' });
+    assert.equal(started.status, 201);
+    const id = started.body.egressId as string;
+    await mjrFiles(id, 4);
+    await sleep(2500);
+    const info = (await api('POST', `/recordings/${id}/stop`)).body;
+    assert.equal(info.status, 'COMPLETED', JSON.stringify(info));
+    const { file } = await download(id, 'screen.mp4');
+    const u = chromaAt(file, Number(ffprobe(file).format.duration) - 0.7);
+    const main = cameraShare(u, 0, 960);
+    const side = cameraShare(u, 960, 1280, 0, 360);
+    const below = cameraShare(u, 960, 1280, 360, 720);
+    console.log(
+      `screen: main ${main.toFixed(2)}, side ${side.toFixed(2)}, below ${below.toFixed(2)}`,
+    );
+    // The 1280×720 screen in the 960×720 main tile (960×540); two 320×180 camera tiles on the
+    // right (240×180 pictures), nothing under them.
+    assert.ok(main > 0.7, String(main));
+    assert.ok(side > 0.6, String(side));
+    assert.ok(below < 0.05, String(below));
+    await media(alice, 'disable', 'screen');
   });
 });

@@ -7,7 +7,17 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-const AREAS = ['gate', 'realtime', 'controller', 'links', 'verify', 'webhooks', 'media', 'android'];
+const AREAS = [
+  'gate',
+  'realtime',
+  'controller',
+  'links',
+  'verify',
+  'webhooks',
+  'media',
+  'recordings',
+  'android',
+];
 const args = process.argv.slice(2);
 const write = args.includes('--write');
 const only = args.filter((a) => !a.startsWith('--'));

@@ -329,6 +329,26 @@ export class SvcClient {
     );
   }
 
+  /** Pauses a recording: nothing is written until `resumeRecord`, and the file skips the gap. */
+  pauseRecord(egressId: string): Promise<SvcRecordingInfo> {
+    return this.#rest.request(
+      'POST',
+      `/realtime/recordings/${encodeURIComponent(egressId)}/pause`,
+      {},
+      this.#roomTokenHeader(),
+    );
+  }
+
+  /** Resumes a paused recording; the same file goes on. */
+  resumeRecord(egressId: string): Promise<SvcRecordingInfo> {
+    return this.#rest.request(
+      'POST',
+      `/realtime/recordings/${encodeURIComponent(egressId)}/resume`,
+      {},
+      this.#roomTokenHeader(),
+    );
+  }
+
   /** The recordings in progress, of one room or (server keys) all. */
   async listActiveRecordings(roomName?: string): Promise<SvcRecordingInfo[]> {
     const qs = roomName ? `?roomName=${encodeURIComponent(roomName)}` : '';

@@ -11,6 +11,7 @@ import type {
   SendMessageBody,
   SvcCreateRoomOptions,
   SvcParticipantList,
+  SvcRecordingDownloadUrl,
   SvcRecordingInfo,
   SvcRoomInfo,
   SvcRoomList,
@@ -147,6 +148,14 @@ export class RecordingsApi {
   stop(egressId: string): Promise<SvcRecordingInfo> {
     return this.http.request('POST', `/realtime/recordings/${seg(egressId)}/stop`);
   }
+  /** Pauses a recording: nothing is written until `resume`, and the file skips the gap. */
+  pause(egressId: string): Promise<SvcRecordingInfo> {
+    return this.http.request('POST', `/realtime/recordings/${seg(egressId)}/pause`);
+  }
+  /** Resumes a paused recording; the same file goes on. */
+  resume(egressId: string): Promise<SvcRecordingInfo> {
+    return this.http.request('POST', `/realtime/recordings/${seg(egressId)}/resume`);
+  }
   /** Recordings in progress, of one room or all. */
   listActive(roomName?: string): Promise<{ items: SvcRecordingInfo[] }> {
     return this.http.request('GET', '/realtime/recordings/active', { query: { roomName } });
@@ -158,11 +167,11 @@ export class RecordingsApi {
   get(egressId: string): Promise<SvcRecordingInfo> {
     return this.http.request('GET', `/realtime/recordings/${seg(egressId)}`);
   }
-  /** A signed URL to the file that works without a key for `expiresIn` seconds (default 3600). */
-  downloadUrl(
-    egressId: string,
-    expiresIn?: number,
-  ): Promise<{ downloadUrl: string; expiresIn: number }> {
+  /**
+   * Signed URLs that work without a key for `expiresIn` seconds (default 3600): `downloadUrl`
+   * (the first file) and one per file in `files` (`participant` mode: one per participant).
+   */
+  downloadUrl(egressId: string, expiresIn?: number): Promise<SvcRecordingDownloadUrl> {
     return this.http.request('GET', `/realtime/recordings/${seg(egressId)}/download-url`, {
       query: { expiresIn },
     });

@@ -13,3 +13,42 @@ test('the deferred-link candidate bound has a default, is read from the environm
     );
   }
 });
+
+test('recordings go to an S3-compatible store only with SVC_RECORDINGS_S3_BUCKET; its settings are checked', () => {
+  assert.equal(loadConfig({}).media.recordingsS3, null);
+  assert.deepEqual(
+    loadConfig({
+      SVC_RECORDINGS_S3_BUCKET: 'rec',
+      SVC_RECORDINGS_S3_ENDPOINT: 'http://127.0.0.1:9000',
+      SVC_RECORDINGS_S3_ACCESS_KEY_ID: 'k',
+      SVC_RECORDINGS_S3_SECRET_ACCESS_KEY: 's',
+      SVC_RECORDINGS_S3_PREFIX: 'svc/',
+    }).media.recordingsS3,
+    {
+      bucket: 'rec',
+      endpoint: 'http://127.0.0.1:9000',
+      region: 'us-east-1',
+      accessKeyId: 'k',
+      secretAccessKey: 's',
+      prefix: 'svc/',
+      forcePathStyle: true,
+    },
+  );
+  // AWS itself: virtual-hosted style, the SDK's credential chain.
+  const aws = loadConfig({ SVC_RECORDINGS_S3_BUCKET: 'rec', SVC_RECORDINGS_S3_REGION: 'eu-west-1' })
+    .media.recordingsS3!;
+  assert.equal(aws.forcePathStyle, false);
+  assert.equal(aws.accessKeyId, null);
+  assert.equal(aws.region, 'eu-west-1');
+  for (const [bad, name] of [
+    [{ SVC_RECORDINGS_S3_ENDPOINT: 'ftp://x' }, 'SVC_RECORDINGS_S3_ENDPOINT'],
+    [{ SVC_RECORDINGS_S3_ACCESS_KEY_ID: 'k' }, 'SVC_RECORDINGS_S3_SECRET_ACCESS_KEY'],
+    [{ SVC_RECORDINGS_S3_FORCE_PATH_STYLE: 'yes' }, 'SVC_RECORDINGS_S3_FORCE_PATH_STYLE'],
+  ] as const) {
+    assert.throws(
+      () => loadConfig({ SVC_RECORDINGS_S3_BUCKET: 'rec', ...bad }),
+      (err: Error) => err instanceof ConfigError && err.message.includes(name),
+      name,
+    );
+  }
+});

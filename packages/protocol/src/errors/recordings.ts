@@ -16,6 +16,10 @@ export const RECORDINGS_ERRORS = {
     status: 409,
     title: 'Another recording of this project already uses this filepath.',
   },
+  recording_not_active: {
+    status: 409,
+    title: 'The recording is not running (only a STARTED recording can be paused or resumed).',
+  },
   recording_not_ready: { status: 409, title: 'The recording has no file (it is not COMPLETED).' },
   download_url_invalid: {
     status: 403,

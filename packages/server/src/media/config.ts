@@ -55,6 +55,54 @@ export interface MediaConfig {
    * answers `PROCESSING` (the conversion goes on; `recording.completed` tells when it is done).
    */
   recordingStopWaitMs: number;
+  /** `SVC_RECORDINGS_S3_*`: the object store finished recordings go to; null: `DATA_DIR`. */
+  recordingsS3: RecordingsS3Config | null;
+}
+
+/**
+ * `SVC_RECORDINGS_S3_BUCKET` turns it on. `SVC_RECORDINGS_S3_ENDPOINT` (an S3-compatible store's
+ * URL; default AWS), `SVC_RECORDINGS_S3_REGION` (us-east-1), `SVC_RECORDINGS_S3_ACCESS_KEY_ID` +
+ * `SVC_RECORDINGS_S3_SECRET_ACCESS_KEY` (default: the AWS SDK's own chain: environment, profile,
+ * instance role), `SVC_RECORDINGS_S3_PREFIX` (key prefix, default none),
+ * `SVC_RECORDINGS_S3_FORCE_PATH_STYLE` (default true with an endpoint, false without).
+ */
+export interface RecordingsS3Config {
+  bucket: string;
+  endpoint: string | null;
+  region: string;
+  accessKeyId: string | null;
+  secretAccessKey: string | null;
+  prefix: string;
+  forcePathStyle: boolean;
+}
+
+function recordingsS3(env: NodeJS.ProcessEnv): RecordingsS3Config | null {
+  const bucket = env.SVC_RECORDINGS_S3_BUCKET;
+  if (!bucket) return null;
+  const endpoint = env.SVC_RECORDINGS_S3_ENDPOINT || null;
+  if (endpoint && !/^https?:\/\/[^\s]+$/.test(endpoint)) {
+    throw new ConfigError('SVC_RECORDINGS_S3_ENDPOINT must be an http(s) URL');
+  }
+  const accessKeyId = env.SVC_RECORDINGS_S3_ACCESS_KEY_ID || null;
+  const secretAccessKey = env.SVC_RECORDINGS_S3_SECRET_ACCESS_KEY || null;
+  if (!accessKeyId !== !secretAccessKey) {
+    throw new ConfigError(
+      'SVC_RECORDINGS_S3_ACCESS_KEY_ID and SVC_RECORDINGS_S3_SECRET_ACCESS_KEY go together',
+    );
+  }
+  const pathStyle = env.SVC_RECORDINGS_S3_FORCE_PATH_STYLE;
+  if (pathStyle && pathStyle !== 'true' && pathStyle !== 'false') {
+    throw new ConfigError('SVC_RECORDINGS_S3_FORCE_PATH_STYLE must be true or false');
+  }
+  return {
+    bucket,
+    endpoint,
+    region: env.SVC_RECORDINGS_S3_REGION || 'us-east-1',
+    accessKeyId,
+    secretAccessKey,
+    prefix: env.SVC_RECORDINGS_S3_PREFIX || '',
+    forcePathStyle: pathStyle ? pathStyle === 'true' : endpoint !== null,
+  };
 }
 
 const list = (raw: string | undefined) =>
@@ -137,6 +185,7 @@ export function loadMediaConfig(env: NodeJS.ProcessEnv, dataDir: string): MediaC
     restartMaxDelayMs: int(env, 'SVC_JANUS_RESTART_MAX_DELAY_MS', 5000, 10, 600_000),
     subscribeWaitMs: int(env, 'SVC_MEDIA_SUBSCRIBE_WAIT_MS', 5000, 0, 60_000),
     recordingStopWaitMs: int(env, 'SVC_RECORDING_STOP_WAIT_MS', 30_000, 0, 600_000),
+    recordingsS3: recordingsS3(env),
     janusDir: path.join(dataDir, 'janus'),
     recordingsDir: path.join(dataDir, 'recordings'),
   };

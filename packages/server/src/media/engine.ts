@@ -69,6 +69,8 @@ export interface MediaEngine {
    * Starting creates the SFU room when it does not exist yet.
    */
   recordRoom(roomKey: number, dir: string | null): Promise<void>;
+  /** Asks a publisher handle's sender for a keyframe (VideoRoom `configure` `keyframe: true`). */
+  keyframe(handleId: string): Promise<void>;
   /** Ends a handle (its PeerConnection closes). Resolves even when it is already gone. */
   detach(handleId: string): Promise<void>;
   /** The ids of the handles this engine connection holds. */
@@ -443,6 +445,10 @@ export class JanusEngine implements MediaEngine {
       await this.controlRequest({ request: 'edit', room: roomKey, new_rec_dir: dir });
       await this.controlRequest({ request: 'enable_recording', room: roomKey, record: true });
     });
+  }
+
+  async keyframe(handleId: string) {
+    await this.call(() => this.message(handleId, { request: 'configure', keyframe: true }));
   }
 
   async detach(handleId: string) {

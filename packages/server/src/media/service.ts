@@ -113,6 +113,8 @@ export class MediaService {
   private byHandle = new Map<string, Leg>();
   private followed = new Map<string, FollowedRoom>();
   private reportedOff = false;
+  /** Told of every track published (the recordings note who published which SFU feed). */
+  onTrackPublished: ((rid: string, track: LiveTrack) => Promise<void>) | null = null;
 
   constructor(
     /** The SFU instances by key (a Janus URL, or `embedded`); empty when media is off. */
@@ -381,6 +383,9 @@ export class MediaService {
       await this.dropLeg(leg);
       throw new MediaRequestError('not_joined');
     }
+    await this.onTrackPublished?.(claims.rid, track).catch((err) =>
+      this.log.warn({ err }, 'media: noting a published track failed'),
+    );
     return { trackId, sdp: pub.answerSdp };
   }
 
@@ -466,7 +471,27 @@ export class MediaService {
     await this.needEngine(key)
       .recordRoom(engineRoomKey(rid), dir)
       .catch((err) => this.engineFailure(err));
+    this.keyframesSoon(rid);
     return key;
+  }
+
+  /**
+   * Asks this node's publishers of the room for a keyframe, a little over a second from now: a
+   * recording's video is decodable only from a keyframe, and the SFU's own request when the
+   * recording starts is dropped when it asked the same sender within the last second (a new
+   * subscriber did).
+   */
+  keyframesSoon(rid: string) {
+    const timer = setTimeout(() => {
+      for (const leg of this.legs.values()) {
+        if (leg.kind !== 'pub' || leg.rid !== rid) continue;
+        void this.engines
+          .get(leg.engine)
+          ?.keyframe(leg.handleId)
+          .catch(() => {});
+      }
+    }, 1100);
+    timer.unref();
   }
 
   /** Stops recording the room on engine `key` (nothing when that engine is gone). */

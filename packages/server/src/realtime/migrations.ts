@@ -1,4 +1,4 @@
-import type { Kysely, Migration } from 'kysely';
+import type { ColumnDefinitionBuilder as ColumnBuilder, Kysely, Migration } from 'kysely';
 
 /** Realtime migrations. Names start with 0400_ so they sort after earlier areas; append only. */
 export const realtimeMigrations: Record<string, Migration> = {
@@ -64,6 +64,20 @@ export const realtimeMigrations: Record<string, Migration> = {
         .on('realtime_recordings')
         .columns(['project_id', 'room_name', 'started_at'])
         .execute();
+    },
+  },
+  '0402_realtime_recordings_modes': {
+    async up(db: Kysely<unknown>) {
+      // `room` | `participant`; the files (JSON) once made; since when paused; made by recovery.
+      const columns = [
+        ['mode', 'text', (c: ColumnBuilder) => c.notNull().defaultTo('room')],
+        ['files', 'text', (c: ColumnBuilder) => c],
+        ['paused_at', 'text', (c: ColumnBuilder) => c],
+        ['recovered', 'integer', (c: ColumnBuilder) => c.notNull().defaultTo(0)],
+      ] as const;
+      for (const [name, type, build] of columns) {
+        await db.schema.alterTable('realtime_recordings').addColumn(name, type, build).execute();
+      }
     },
   },
 };

@@ -50,6 +50,14 @@ export interface RealtimeRecordingsTable {
   error_detail: string | null;
   /** Conversion attempts so far. */
   attempts: number;
+  // Migration 0402 (defaults: `room`, null, null, 0).
+  mode?: 'room' | 'participant';
+  /** The files once made: JSON of `SvcRecordingFile[]`. */
+  files?: string | null;
+  /** While paused: since when. */
+  paused_at?: string | null;
+  /** 1 when the file was made by the restart path from what was written before the node died. */
+  recovered?: number;
 }
 
 export type RealtimeTables = {

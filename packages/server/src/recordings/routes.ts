@@ -74,6 +74,27 @@ export const recordingRoutes: FastifyPluginAsyncTypebox<{ recordings: RecordingS
     async (request) => recordings.stop(await scopeOf(request), request.params.egressId),
   );
 
+  for (const action of ['pause', 'resume'] as const) {
+    app.post(
+      `/realtime/recordings/:egressId/${action}`,
+      {
+        config: client,
+        schema: {
+          tags,
+          security,
+          summary:
+            action === 'pause'
+              ? 'Pause a recording: nothing is written until it resumes, and the file skips the gap'
+              : 'Resume a paused recording (the same file goes on)',
+          headers: RoomTokenHeaders,
+          params: RecordingIdParamsSchema,
+          response: { 200: SvcRecordingInfoSchema },
+        },
+      },
+      async (request) => recordings[action](await scopeOf(request), request.params.egressId),
+    );
+  }
+
   app.get(
     '/realtime/recordings/active',
     {
@@ -171,8 +192,12 @@ export const recordingRoutes: FastifyPluginAsyncTypebox<{ recordings: RecordingS
     },
     async (request, reply) => {
       const { egressId } = request.params as { egressId: string };
-      const { exp, sig } = request.query as { exp: string; sig: string };
-      const { row, file } = await recordings.openSigned(egressId, exp, sig);
+      const {
+        exp,
+        sig,
+        file: index,
+      } = request.query as { exp: string; sig: string; file?: string };
+      const { row, file } = await recordings.openSigned(egressId, exp, sig, index);
       const size = fs.statSync(file).size;
       const name = path.basename(file).replace(/[^A-Za-z0-9._-]/g, '_');
       reply

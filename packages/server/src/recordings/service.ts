@@ -3,8 +3,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {
   REALTIME_TOKEN_AUDIENCE,
+  type SvcRecordingFile,
   type SvcRecordingFileType,
   type SvcRecordingInfo,
+  type SvcRecordingMode,
   type SvcRecordingPage,
   type SvcStartRecordingOptions,
 } from '@svc/protocol';
@@ -14,10 +16,18 @@ import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import { MediaRequestError, type MediaService } from '../media/service.ts';
 import { isAdmin } from '../realtime/controller/state.ts';
-import type { RoomStore } from '../realtime/room-store.ts';
+import type { LiveTrack, RoomStore } from '../realtime/room-store.ts';
 import type { RoomService } from '../realtime/rooms.ts';
 import type { RealtimeRecordingsTable } from '../realtime/tables.ts';
-import { ConversionError, type ConvertTools, convertRecording, DEFAULT_TOOLS } from './convert.ts';
+import {
+  ConversionError,
+  type ConvertTools,
+  convertParticipants,
+  convertRecording,
+  DEFAULT_TOOLS,
+  MANIFEST,
+} from './convert.ts';
+import { RecordingsS3 } from './storage.ts';
 
 const EXT: Record<SvcRecordingFileType, string> = { MP4: 'mp4', WEBM: 'webm', OGG: 'ogg' };
 export const CONTENT_TYPE: Record<SvcRecordingFileType, string> = {
@@ -32,18 +42,38 @@ const SEGMENT = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/;
 /** Who may see which recordings: every one of the project (server keys), or one room's. */
 export type RecordingScope = { projectId: string; roomName: string | null };
 
+/** A file as the row keeps it: with its object key when it was uploaded to S3. */
+type StoredFile = SvcRecordingFile & { key?: string };
+
+/** The files of a row (a COMPLETED row made before files were listed has its one filepath). */
+function storedFiles(r: RealtimeRecordingsTable): StoredFile[] {
+  if (r.files) return JSON.parse(r.files) as StoredFile[];
+  if (r.status !== 'COMPLETED') return [];
+  return [{ filepath: r.filepath, duration: Number(r.duration ?? 0), size: Number(r.size ?? 0) }];
+}
+
+/** The files as the API reports them. */
+export function filesOf(r: RealtimeRecordingsTable): SvcRecordingFile[] {
+  return storedFiles(r).map(({ key: _key, ...f }) => f);
+}
+
 export function recordingInfo(r: RealtimeRecordingsTable): SvcRecordingInfo {
+  const files = filesOf(r);
   return {
     egressId: r.egress_id,
     roomName: r.room_name,
     status: r.status,
     fileType: r.file_type,
+    mode: r.mode ?? 'room',
     filepath: r.filepath,
     startedAt: r.started_at,
     ...(r.ended_at ? { endedAt: r.ended_at } : {}),
     ...(r.completed_at ? { completedAt: r.completed_at } : {}),
+    ...(r.paused_at && r.status === 'STARTED' ? { pausedAt: r.paused_at } : {}),
     ...(r.duration !== null ? { duration: Number(r.duration) } : {}),
     ...(r.size !== null ? { size: Number(r.size) } : {}),
+    ...(files.length ? { files } : {}),
+    ...(Number(r.recovered) ? { recovered: true } : {}),
     ...(r.error ? { error: r.error as SvcRecordingInfo['error'] } : {}),
     ...(r.error_detail ? { errorDetail: r.error_detail } : {}),
   };
@@ -63,6 +93,8 @@ export class RecordingService {
   private waiters = new Map<string, (() => void)[]>();
   private closed = false;
   tools: ConvertTools = DEFAULT_TOOLS;
+  /** The object store files go to (`SVC_RECORDINGS_S3_*`), or null: they stay in DATA_DIR. */
+  readonly s3: RecordingsS3 | null;
 
   constructor(
     private readonly svc: Services,
@@ -77,6 +109,32 @@ export class RecordingService {
     this.urlKeys = [svc.secret, ...svc.config.secretPrevious]
       .filter(Boolean)
       .map((s) => Buffer.from(hkdfSync('sha256', s, 'svc', 'svc:recordings:download-url', 32)));
+    media.onTrackPublished = (rid, track) => this.noteTrack(rid, track);
+    const s3 = svc.config.media.recordingsS3;
+    this.s3 = s3 ? new RecordingsS3(s3) : null;
+  }
+
+  /**
+   * Appends a line to the recording's manifest (`tracks.jsonl` in its `.mjr` folder, which every
+   * node and Janus host shares): who published which SFU feed, and the pauses.
+   */
+  private note(mjrDir: string, line: object) {
+    fs.appendFileSync(path.join(mjrDir, MANIFEST), `${JSON.stringify(line)}\n`);
+  }
+
+  private trackLine(t: LiveTrack) {
+    return { feedId: t.feedId, userId: t.userId, source: t.source, kind: t.kind };
+  }
+
+  /** A track was published in room `rid`: its recordings note who publishes its feed. */
+  private async noteTrack(rid: string, track: LiveTrack) {
+    const rows = await this.db
+      .selectFrom('realtime_recordings')
+      .select('mjr_dir')
+      .where('room_id', '=', rid)
+      .where('status', '=', 'STARTED')
+      .execute();
+    for (const r of rows) if (fs.existsSync(r.mjr_dir)) this.note(r.mjr_dir, this.trackLine(track));
   }
 
   private get db() {
@@ -89,6 +147,11 @@ export class RecordingService {
 
   filePath(r: Pick<RealtimeRecordingsTable, 'project_id' | 'filepath'>) {
     return path.join(this.root, 'files', r.project_id, r.filepath);
+  }
+
+  /** Wall-clock µs for the manifest (the SFU stamps packets with the same clock). */
+  private nowUs() {
+    return Date.now() * 1000;
   }
 
   // ---- Who may call ---------------------------------------------------------------------------
@@ -143,14 +206,18 @@ export class RecordingService {
 
   // ---- Commands -------------------------------------------------------------------------------
 
-  /** The filepath as stored: checked, with the file type's extension. */
+  /**
+   * The filepath as stored: checked, with the file type's extension (`participant` mode: the
+   * files' folder, no extension).
+   */
   private normalisePath(
     raw: string | undefined,
     roomName: string,
     egressId: string,
     type: SvcRecordingFileType,
+    mode: SvcRecordingMode,
   ) {
-    const ext = `.${EXT[type]}`;
+    const ext = mode === 'participant' ? '' : `.${EXT[type]}`;
     if (raw === undefined) return `${roomName}/${egressId}${ext}`;
     const segments = raw.split('/');
     if (!segments.every((s) => SEGMENT.test(s)) || segments.length > 8) {
@@ -164,8 +231,9 @@ export class RecordingService {
     if (scope.roomName !== null && scope.roomName !== o.roomName)
       throw new ApiError('token_room_mismatch');
     const fileType = o.fileType ?? 'MP4';
+    const mode = o.mode ?? 'room';
     const egressId = newId('eg', this.svc.clock.now());
-    const filepath = this.normalisePath(o.filepath, o.roomName, egressId, fileType);
+    const filepath = this.normalisePath(o.filepath, o.roomName, egressId, fileType, mode);
     const record = await this.rooms.getRecord(projectId, o.roomName);
     if (!record) throw new ApiError('room_not_found');
     if (record.status === 'ENDED') throw new ApiError('room_ended');
@@ -189,6 +257,10 @@ export class RecordingService {
     }
     const mjrDir = path.join(this.root, 'mjr', egressId);
     fs.mkdirSync(mjrDir, { recursive: true });
+    // The tracks already published; those published later are noted by noteTrack.
+    for (const t of (await this.store.peek(record.room_id))?.tracks ?? []) {
+      this.note(mjrDir, this.trackLine(t));
+    }
     let engine: string;
     try {
       engine = await this.media.startRecording(record.room_id, mjrDir);
@@ -217,6 +289,10 @@ export class RecordingService {
       error: null,
       error_detail: null,
       attempts: 0,
+      mode,
+      files: null,
+      paused_at: null,
+      recovered: 0,
     };
     try {
       await this.db.insertInto('realtime_recordings').values(row).execute();
@@ -246,7 +322,60 @@ export class RecordingService {
       .executeTakeFirst();
     if (Number(updated.numUpdatedRows) === 0) return;
     await this.media.stopRecording(row.room_id, row.engine).catch(() => {});
+    // The tracks published now (one published while the recording started may have been missed).
+    for (const t of (await this.store.peek(row.room_id))?.tracks ?? []) {
+      if (fs.existsSync(row.mjr_dir)) this.note(row.mjr_dir, this.trackLine(t));
+    }
     this.enqueue(row.egress_id);
+  }
+
+  /**
+   * Pauses a recording: the SFU stops writing; on resume it writes new `.mjr` files into the same
+   * folder, and the conversion cuts the paused time (the manifest has when). Pausing a paused
+   * recording only reports it.
+   */
+  async pause(scope: RecordingScope, egressId: string): Promise<SvcRecordingInfo> {
+    const row = await this.row(scope, egressId);
+    if (row.status !== 'STARTED') throw new ApiError('recording_not_active');
+    if (row.paused_at) return recordingInfo(row);
+    const pausedAt = this.iso();
+    const updated = await this.db
+      .updateTable('realtime_recordings')
+      .set({ paused_at: pausedAt })
+      .where('egress_id', '=', egressId)
+      .where('status', '=', 'STARTED')
+      .where('paused_at', 'is', null)
+      .executeTakeFirst();
+    if (Number(updated.numUpdatedRows) === 0) return this.get(scope, egressId);
+    await this.media.stopRecording(row.room_id, row.engine).catch(() => {});
+    // Noted once the SFU has stopped writing: the cut is never longer than the gap.
+    this.note(row.mjr_dir, { pause: this.nowUs() });
+    return recordingInfo({ ...row, paused_at: pausedAt });
+  }
+
+  /** Resumes a paused recording (a running one is only reported). */
+  async resume(scope: RecordingScope, egressId: string): Promise<SvcRecordingInfo> {
+    const row = await this.row(scope, egressId);
+    if (row.status !== 'STARTED') throw new ApiError('recording_not_active');
+    if (!row.paused_at) return recordingInfo(row);
+    // Noted before the SFU writes again: every packet after it is after the pause.
+    this.note(row.mjr_dir, { resume: this.nowUs() });
+    let engine: string;
+    try {
+      engine = await this.media.startRecording(row.room_id, row.mjr_dir);
+    } catch (err) {
+      this.note(row.mjr_dir, { pause: this.nowUs() });
+      if (err instanceof MediaRequestError) {
+        throw new ApiError(err.code === 'not_joined' ? 'room_not_found' : err.code, err.message);
+      }
+      throw err;
+    }
+    await this.db
+      .updateTable('realtime_recordings')
+      .set({ paused_at: null, engine })
+      .where('egress_id', '=', egressId)
+      .execute();
+    return recordingInfo({ ...row, paused_at: null, engine });
   }
 
   /** Stops every running recording of a room (the room ended). */
@@ -307,8 +436,10 @@ export class RecordingService {
 
   // ---- Signed download URLs ------------------------------------------------------------------
 
-  private sign(key: Buffer, egressId: string, exp: number) {
-    return createHmac('sha256', key).update(`${egressId}.${exp}`).digest('base64url');
+  /** `file`: the index of a `participant` recording's file (its own message, not the room's). */
+  private sign(key: Buffer, egressId: string, exp: number, file?: number) {
+    const what = file === undefined ? egressId : `${egressId}/${file}`;
+    return createHmac('sha256', key).update(`${what}.${exp}`).digest('base64url');
   }
 
   async downloadUrl(scope: RecordingScope, egressId: string, expiresIn: number) {
@@ -316,24 +447,43 @@ export class RecordingService {
     if (row.status !== 'COMPLETED')
       throw new ApiError('recording_not_ready', `The recording is ${row.status}.`);
     const exp = Math.floor(this.svc.clock.now() / 1000) + expiresIn;
-    const sig = this.sign(this.urlKeys[0]!, egressId, exp);
-    const base = this.svc.config.publicUrl;
-    return {
-      downloadUrl: `${base}/v1/realtime/recordings/${encodeURIComponent(egressId)}/file?exp=${exp}&sig=${sig}`,
-      expiresIn,
-    };
+    const base = `${this.svc.config.publicUrl}/v1/realtime/recordings/${encodeURIComponent(egressId)}/file`;
+    const files = await Promise.all(
+      storedFiles(row).map(async (f, i) => {
+        let downloadUrl: string;
+        if (f.key) {
+          // In the object store: its own presigned GET.
+          if (!this.s3) {
+            throw new ApiError(
+              'recording_not_ready',
+              'The file is in an object store this server is not configured for (SVC_RECORDINGS_S3_*).',
+            );
+          }
+          downloadUrl = await this.s3.presign(f.key, expiresIn, path.basename(f.filepath));
+        } else {
+          const index = row.mode === 'participant' ? i : undefined;
+          const sig = this.sign(this.urlKeys[0]!, egressId, exp, index);
+          downloadUrl = `${base}?exp=${exp}&sig=${sig}${index === undefined ? '' : `&file=${i}`}`;
+        }
+        return { filepath: f.filepath, ...(f.userId ? { userId: f.userId } : {}), downloadUrl };
+      }),
+    );
+    if (!files.length) throw new ApiError('recording_not_ready', 'The recording has no file.');
+    return { downloadUrl: files[0]!.downloadUrl, expiresIn, files };
   }
 
-  /** Checks a signed address; resolves with the recording whose file it opens. */
-  async openSigned(egressId: string, exp: string, sig: string) {
-    const expNum = /^\d{1,12}$/.test(exp) ? Number(exp) : Number.NaN;
+  /** Checks a signed address; resolves with the recording and the file it opens. */
+  async openSigned(egressId: string, exp: string, sig: string, fileParam?: string) {
+    const index =
+      fileParam === undefined ? undefined : /^\d{1,4}$/.test(fileParam) ? Number(fileParam) : -1;
+    const expNum = /^\d{1,12}$/.test(exp) && index !== -1 ? Number(exp) : Number.NaN;
     // Compared as text: base64url has spare bits in its last character, so decoded bytes would
     // let a different-looking signature pass.
     const given = Buffer.from(sig);
     const valid =
       Number.isFinite(expNum) &&
       this.urlKeys.some((k) => {
-        const want = Buffer.from(this.sign(k, egressId, expNum));
+        const want = Buffer.from(this.sign(k, egressId, expNum, index));
         return want.length === given.length && timingSafeEqual(want, given);
       });
     if (!valid) throw new ApiError('download_url_invalid');
@@ -344,8 +494,12 @@ export class RecordingService {
       .where('egress_id', '=', egressId)
       .executeTakeFirst();
     if (!row) throw new ApiError('recording_not_found');
-    const file = this.filePath(row);
-    if (row.status !== 'COMPLETED' || !fs.existsSync(file))
+    const entry = storedFiles(row)[index ?? 0];
+    const file =
+      entry && !entry.key
+        ? this.filePath({ project_id: row.project_id, filepath: entry.filepath })
+        : '';
+    if (row.status !== 'COMPLETED' || !entry || !fs.existsSync(file))
       throw new ApiError('recording_not_ready');
     return { row, file };
   }
@@ -407,18 +561,39 @@ export class RecordingService {
       .where('egress_id', '=', egressId)
       .execute();
     try {
-      const done = await convertRecording(
-        this.tools,
-        row.mjr_dir,
-        row.file_type,
-        this.filePath(row),
-      );
-      const duration = Math.round(done.duration * 1000) / 1000;
+      const ms = (d: number) => Math.round(d * 1000) / 1000;
+      let files: StoredFile[];
+      if (row.mode === 'participant') {
+        const made = await convertParticipants(
+          this.tools,
+          row.mjr_dir,
+          row.file_type,
+          this.filePath(row),
+          EXT[row.file_type],
+        );
+        files = made.map((f) => ({
+          filepath: `${row.filepath}/${f.name}`,
+          userId: f.userId,
+          duration: ms(f.duration),
+          size: f.size,
+        }));
+      } else {
+        const done = await convertRecording(
+          this.tools,
+          row.mjr_dir,
+          row.file_type,
+          this.filePath(row),
+        );
+        files = [{ filepath: row.filepath, duration: ms(done.duration), size: done.size }];
+      }
+      if (this.s3) await this.upload(row, files);
       const patch = {
         status: 'COMPLETED' as const,
         completed_at: this.iso(),
-        duration,
-        size: done.size,
+        duration: Math.max(...files.map((f) => f.duration)),
+        size: files.reduce((n, f) => n + f.size, 0),
+        files: JSON.stringify(files),
+        paused_at: null,
       };
       await this.db
         .updateTable('realtime_recordings')
@@ -431,13 +606,36 @@ export class RecordingService {
     } catch (err) {
       const reason = err instanceof ConversionError ? err.reason : 'conversion_failed';
       const detail = (err as Error).message.slice(0, 500);
-      // A conversion that failed is tried again (bounded); having no media is final.
-      if (reason === 'conversion_failed' && row.attempts + 1 < MAX_ATTEMPTS && !this.closed) {
+      // A conversion or upload that failed is tried again (bounded); having no media is final.
+      if (reason !== 'no_media' && row.attempts + 1 < MAX_ATTEMPTS && !this.closed) {
         this.queue = this.queue.then(() => this.convert(egressId));
         return;
       }
       await this.fail(row, reason, detail);
     }
+  }
+
+  /** Uploads the made files to the object store, then removes them from DATA_DIR. */
+  private async upload(row: RealtimeRecordingsTable, files: StoredFile[]) {
+    const s3 = this.s3!;
+    for (const f of files) {
+      const local = this.filePath({ project_id: row.project_id, filepath: f.filepath });
+      f.key = s3.key(row.project_id, f.filepath);
+      try {
+        await s3.upload(local, f.key, CONTENT_TYPE[row.file_type]);
+      } catch (err) {
+        throw new ConversionError(
+          'upload_failed',
+          `S3 ${s3.bucket}/${f.key}: ${(err as Error).name}: ${(err as Error).message}`,
+        );
+      }
+    }
+    for (const f of files) {
+      fs.rmSync(this.filePath({ project_id: row.project_id, filepath: f.filepath }), {
+        force: true,
+      });
+    }
+    if (row.mode === 'participant') fs.rmSync(this.filePath(row), { recursive: true, force: true });
   }
 
   private async fail(row: RealtimeRecordingsTable, reason: string, detail: string) {
@@ -491,7 +689,7 @@ export class RecordingService {
         }
         await this.db
           .updateTable('realtime_recordings')
-          .set({ status: 'PROCESSING', ended_at: this.iso() })
+          .set({ status: 'PROCESSING', ended_at: this.iso(), recovered: 1 })
           .where('egress_id', '=', r.egress_id)
           .execute();
       }
@@ -502,5 +700,6 @@ export class RecordingService {
   async close() {
     this.closed = true;
     await this.queue.catch(() => {});
+    this.s3?.close();
   }
 }

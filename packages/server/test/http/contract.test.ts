@@ -28,6 +28,9 @@ const REFUSED = new Map([
   ['POST /v1/verify', 'invalid_code'],
   // The contract server runs without a media engine (the recordings browser test starts one).
   ['POST /v1/realtime/recordings', 'media_unavailable'],
+  // The fixture recording is COMPLETED (pause and resume are covered by the browser test).
+  ['POST /v1/realtime/recordings/{egressId}/pause', 'recording_not_active'],
+  ['POST /v1/realtime/recordings/{egressId}/resume', 'recording_not_active'],
 ]);
 
 const pointer = (...parts: string[]) =>

@@ -130,6 +130,20 @@ for (const backend of BACKENDS) {
         make: async () => ({ url: '/v1/realtime/recordings/egr_none/stop' }),
       },
       {
+        method: 'POST',
+        path: '/v1/realtime/recordings/{egressId}/pause',
+        clientKeys: false,
+        ok: 404,
+        make: async () => ({ url: '/v1/realtime/recordings/egr_none/pause' }),
+      },
+      {
+        method: 'POST',
+        path: '/v1/realtime/recordings/{egressId}/resume',
+        clientKeys: false,
+        ok: 404,
+        make: async () => ({ url: '/v1/realtime/recordings/egr_none/resume' }),
+      },
+      {
         method: 'GET',
         path: '/v1/realtime/recordings/{egressId}/download-url',
         clientKeys: false,

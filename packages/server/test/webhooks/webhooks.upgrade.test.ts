@@ -6,8 +6,12 @@ import { describe, test } from 'node:test';
 import SQLite from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
+import { AREA_MIGRATIONS } from '../../src/areas.ts';
 import { openStore } from '../../src/storage/db.ts';
-import { MIGRATIONS } from '../../src/storage/migrations.ts';
+import { CORE_MIGRATIONS } from '../../src/storage/migrations.ts';
+
+const MIGRATIONS = { ...CORE_MIGRATIONS, ...AREA_MIGRATIONS };
+
 import { DATABASE_URL, uniqueName } from '../helpers.ts';
 
 const NEW = '0301_webhooks_scale_out';
@@ -128,7 +132,7 @@ describe('webhooks: the scale-out migration upgrades a previous release database
       const database = new SQLite(file);
       database.pragma('foreign_keys = ON');
       await previousRelease(new Kysely<any>({ dialect: new SqliteDialect({ database }) }));
-      const store = await openStore({ sqliteFile: file });
+      const store = await openStore({ sqliteFile: file, migrations: AREA_MIGRATIONS });
       try {
         await checkUpgraded(store);
       } finally {
@@ -149,7 +153,11 @@ describe('webhooks: the scale-out migration upgrades a previous release database
     try {
       await sql`create schema ${sql.id(schema)}`.execute(db);
       await previousRelease(db, schema);
-      const store = await openStore({ databaseUrl: DATABASE_URL, pgSchema: schema });
+      const store = await openStore({
+        databaseUrl: DATABASE_URL,
+        pgSchema: schema,
+        migrations: AREA_MIGRATIONS,
+      });
       try {
         await checkUpgraded(store);
       } finally {

@@ -55,6 +55,11 @@ export interface MediaConfig {
    * answers `PROCESSING` (the conversion goes on; `recording.completed` tells when it is done).
    */
   recordingStopWaitMs: number;
+  /**
+   * `SVC_RECORDING_MAX_SECONDS` (21600, 6 h): a recording running longer (paused time included)
+   * is stopped by the server as if stop had been called.
+   */
+  recordingMaxSeconds: number;
   /** `SVC_RECORDINGS_S3_*`: the object store finished recordings go to; null: `DATA_DIR`. */
   recordingsS3: RecordingsS3Config | null;
 }
@@ -185,6 +190,7 @@ export function loadMediaConfig(env: NodeJS.ProcessEnv, dataDir: string): MediaC
     restartMaxDelayMs: int(env, 'SVC_JANUS_RESTART_MAX_DELAY_MS', 5000, 10, 600_000),
     subscribeWaitMs: int(env, 'SVC_MEDIA_SUBSCRIBE_WAIT_MS', 5000, 0, 60_000),
     recordingStopWaitMs: int(env, 'SVC_RECORDING_STOP_WAIT_MS', 30_000, 0, 600_000),
+    recordingMaxSeconds: int(env, 'SVC_RECORDING_MAX_SECONDS', 21_600, 1, 7 * 86_400),
     recordingsS3: recordingsS3(env),
     janusDir: path.join(dataDir, 'janus'),
     recordingsDir: path.join(dataDir, 'recordings'),

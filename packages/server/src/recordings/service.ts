@@ -92,6 +92,7 @@ export class RecordingService {
   private queued = new Set<string>();
   private waiters = new Map<string, (() => void)[]>();
   private closed = false;
+  private overdueTimer: NodeJS.Timeout | null = null;
   tools: ConvertTools = DEFAULT_TOOLS;
   /** The object store files go to (`SVC_RECORDINGS_S3_*`), or null: they stay in DATA_DIR. */
   readonly s3: RecordingsS3 | null;
@@ -110,6 +111,17 @@ export class RecordingService {
       .filter(Boolean)
       .map((s) => Buffer.from(hkdfSync('sha256', s, 'svc', 'svc:recordings:download-url', 32)));
     media.onTrackPublished = (rid, track) => this.noteTrack(rid, track);
+    // The length limit is checked a few times per limit, at least once a minute.
+    const every = Math.min(
+      60_000,
+      Math.max(1000, (svc.config.media.recordingMaxSeconds * 1000) / 4),
+    );
+    this.overdueTimer = setInterval(() => {
+      this.stopOverdue().catch((err) =>
+        this.log.warn({ err }, 'recordings: the length-limit sweep failed'),
+      );
+    }, every);
+    this.overdueTimer.unref();
     const s3 = svc.config.media.recordingsS3;
     this.s3 = s3 ? new RecordingsS3(s3) : null;
   }
@@ -697,8 +709,32 @@ export class RecordingService {
     }
   }
 
+  /**
+   * Stops the recordings that have run longer than `SVC_RECORDING_MAX_SECONDS` (started more than
+   * that long ago and still running or paused), as a stop request would. Every node sweeps;
+   * finishing is a conditional update, so one node does each. Resolves with how many it stopped.
+   */
+  async stopOverdue(): Promise<number> {
+    const maxMs = this.svc.config.media.recordingMaxSeconds * 1000;
+    const rows = await this.db
+      .selectFrom('realtime_recordings')
+      .selectAll()
+      .where('status', '=', 'STARTED')
+      .where('started_at', '<=', new Date(this.svc.clock.now() - maxMs).toISOString())
+      .execute();
+    for (const r of rows) {
+      this.log.warn(
+        { egressId: r.egress_id, maxSeconds: maxMs / 1000 },
+        'recordings: stopped at SVC_RECORDING_MAX_SECONDS',
+      );
+      await this.finishRecording(r);
+    }
+    return rows.length;
+  }
+
   async close() {
     this.closed = true;
+    if (this.overdueTimer) clearInterval(this.overdueTimer);
     await this.queue.catch(() => {});
     this.s3?.close();
   }

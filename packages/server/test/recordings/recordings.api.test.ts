@@ -240,5 +240,18 @@ for (const backend of BACKENDS) {
       assert.equal(failed[0]!.data.egressId, id);
       assert.equal(failed[0]!.orderingKey, `room:${s.project.id}:r1`);
     });
+
+    test('a recording past SVC_RECORDING_MAX_SECONDS is stopped by the server; a younger one runs on', async () => {
+      const maxMs = s.config.media.recordingMaxSeconds * 1000;
+      const old = await stored('STARTED', 40);
+      clock.advance(maxMs - 20_000);
+      const young = await stored('STARTED', 41);
+      assert.equal(await s.app.svc.recordings!.stopOverdue(), 0);
+      clock.advance(61_000);
+      assert.equal(await s.app.svc.recordings!.stopOverdue(), 1);
+      assert.notEqual((await call('GET', `/recordings/${old}`)).json().status, 'STARTED');
+      assert.equal((await call('GET', `/recordings/${young}`)).json().status, 'STARTED');
+      await call('POST', `/recordings/${young}/stop`);
+    });
   });
 }

@@ -1,5 +1,6 @@
 package dev.svc.android
 
+import kotlinx.serialization.SerialName
 import kotlinx.serialization.Serializable
 
 /** A recording's container format. */
@@ -15,6 +16,18 @@ public enum class SvcRecordingFileType {
     WEBM,
 }
 
+/** What a recording makes: one file of the room, or one file per participant. */
+@Serializable
+public enum class SvcRecordingMode {
+    /** One file of the whole room: every camera in a grid, every microphone mixed. */
+    @SerialName("room")
+    ROOM,
+
+    /** One file per participant (their camera, screen share and microphone). */
+    @SerialName("participant")
+    PARTICIPANT,
+}
+
 /** [SvcClient.startRecord]'s argument. */
 @Serializable
 public data class SvcStartRecordingOptions(
@@ -24,6 +37,8 @@ public data class SvcStartRecordingOptions(
     val filepath: String? = null,
     /** The container; MP4 by default. */
     val fileType: SvcRecordingFileType = SvcRecordingFileType.MP4,
+    /** One file of the room (default) or one per participant; null lets the server use `ROOM`. */
+    val mode: SvcRecordingMode? = null,
 ) {
     init {
         requireRoomName(roomName)
@@ -57,6 +72,37 @@ public data class SvcRecordingInfo(
     val startedAt: String? = null,
     /** ISO 8601 UTC end time, once stopped. */
     val endedAt: String? = null,
+    /** One file of the room or one per participant (older servers do not say: null). */
+    val mode: SvcRecordingMode? = null,
+    /** While paused: since when (ISO 8601 UTC). */
+    val pausedAt: String? = null,
+    /** When the file became ready (COMPLETED). */
+    val completedAt: String? = null,
+    /** Seconds (COMPLETED; participant mode: the longest file's). */
+    val duration: Double? = null,
+    /** Bytes (COMPLETED; participant mode: all files together). */
+    val size: Long? = null,
+    /** The files (COMPLETED): one in room mode, one per participant in participant mode. */
+    val files: List<SvcRecordingFile>? = null,
+    /** The server stopped while recording and made the file from what was written until then. */
+    val recovered: Boolean? = null,
+    /** FAILED: the reason code. */
+    val error: String? = null,
+    /** FAILED: what happened, for people. */
+    val errorDetail: String? = null,
+)
+
+/** One file of a completed recording. */
+@Serializable
+public data class SvcRecordingFile(
+    /** Where it is stored, relative to the project's recordings folder. */
+    val filepath: String,
+    /** Participant mode: whose file it is. */
+    val userId: String? = null,
+    /** Seconds. */
+    val duration: Double,
+    /** Bytes. */
+    val size: Long,
 )
 
 /** One page of [SvcClient.listRecordings]. */
@@ -75,4 +121,17 @@ public data class SvcRecordingDownloadUrl(
     val downloadUrl: String,
     /** Seconds until it expires. */
     val expiresIn: Int,
+    /** One signed address per file (participant mode: per participant); empty from older servers. */
+    val files: List<SvcRecordingFileUrl> = emptyList(),
+)
+
+/** The signed address of one file of a recording. */
+@Serializable
+public data class SvcRecordingFileUrl(
+    /** Where it is stored, relative to the project's recordings folder. */
+    val filepath: String,
+    /** Participant mode: whose file it is. */
+    val userId: String? = null,
+    /** Open it as is (no API key needed); it supports Range requests. */
+    val downloadUrl: String,
 )

@@ -253,6 +253,24 @@ public class SvcClient internal constructor(
     )!!
         .mapValues { plain(it.value) }
 
+    /** Pauses a recording: nothing is written until [resumeRecord], and the file has no gap. */
+    public suspend fun pauseRecord(egressId: String): SvcRecordingInfo = rest.request(
+        "POST",
+        listOf("realtime", "recordings", egressId, "pause"),
+        SvcRecordingInfo.serializer(),
+        "{}",
+        headers = roomTokenHeader(),
+    )!!
+
+    /** Resumes a paused recording into the same file. */
+    public suspend fun resumeRecord(egressId: String): SvcRecordingInfo = rest.request(
+        "POST",
+        listOf("realtime", "recordings", egressId, "resume"),
+        SvcRecordingInfo.serializer(),
+        "{}",
+        headers = roomTokenHeader(),
+    )!!
+
     /** The recordings in progress, of one room or (server keys) all. */
     public suspend fun listActiveRecordings(roomName: String? = null): List<SvcRecordingInfo> = rest.request(
         "GET",

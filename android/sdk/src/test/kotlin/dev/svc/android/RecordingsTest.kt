@@ -117,6 +117,8 @@ class RecordingsTest {
                 val other = assertThrows<SvcException> { ann.client.startRecord(SvcStartRecordingOptions("$name-other")) }
                 assertEquals("token_room_mismatch", other.code)
                 assertEquals("recording_not_found", assertThrows<SvcException> { ann.client.getRecording("EG_missing") }.code)
+                assertEquals("recording_not_found", assertThrows<SvcException> { ann.client.pauseRecord("EG_missing") }.code)
+                assertEquals("recording_not_found", assertThrows<SvcException> { ann.client.resumeRecord("EG_missing") }.code)
             }
         }
     }

@@ -95,8 +95,10 @@ internal class ControllerMirror(
                 polls = s.polls.map {
                     when {
                         it.id != poll.id -> it
+
                         poll.totalVotes < it.totalVotes || (it.endedAt != null && poll.endedAt == null) ->
                             it.copy(myVote = poll.myVote ?: it.myVote, results = it.results ?: poll.results)
+
                         else -> poll.copy(myVote = poll.myVote ?: it.myVote)
                     }
                 },

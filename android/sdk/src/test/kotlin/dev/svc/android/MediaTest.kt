@@ -113,6 +113,39 @@ class MediaTest {
     }
 
     @Test
+    fun `a recording started from Kotlin by the host gives a real OGG file`() = runBlocking {
+        assumeTrue(File("/usr/bin/janus-pp-rec").exists(), "janus-pp-rec is not installed (apt-get install janus-tools)")
+        val name = uniqueRoom("rec")
+        val engine = JvmMediaEngine()
+        TestClient(server, media = { engine }).use { host ->
+            host.client.connect(roomOptions(name, "host", isHost = true))
+            host.client.enableMicrophone()
+            withTimeout(30_000) { while (outbound(engine, "packetsSent") < 10) delay(50) }
+            // With the publishable key: the client sends its host token (X-Room-Token).
+            val started = host.client.startRecord(SvcStartRecordingOptions(name, fileType = SvcRecordingFileType.OGG))
+            assertEquals("STARTED", started.status)
+            assertEquals(listOf(started.egressId), host.client.listActiveRecordings(name).map { it.egressId })
+            // About 2 s of audio into the recording (20 ms Opus frames).
+            val sent = outbound(engine, "packetsSent")
+            withTimeout(30_000) { while (outbound(engine, "packetsSent") < sent + 100) delay(100) }
+            val stopped = host.client.stopRecord(started.egressId)
+            assertEquals("COMPLETED", stopped["status"], stopped.toString())
+            val info = host.client.getRecording(started.egressId)
+            assertEquals(1, info.files?.size, info.toString())
+            val duration = info.duration ?: 0.0
+            assertTrue(duration > 1.0 && duration < 30.0, "duration $duration")
+            val url = host.client.getRecordingDownloadUrl(started.egressId, expiresIn = 60)
+            // The signed URL opens without an API key.
+            val bytes = OkHttpClient().newCall(Request.Builder().url(url.downloadUrl).build()).execute().use {
+                assertEquals(200, it.code)
+                it.body.bytes()
+            }
+            assertEquals("OggS", String(bytes, 0, 4, Charsets.US_ASCII))
+            assertEquals(info.size, bytes.size.toLong())
+        }
+    }
+
+    @Test
     fun `an audio conference refuses the camera with media_not_allowed`() = runBlocking {
         TestClient(server, media = { JvmMediaEngine() }).use { t ->
             t.client.connect(roomOptions(uniqueRoom("audio"), "carol", liveType = SvcLiveType.AUDIO_CONFERENCE))

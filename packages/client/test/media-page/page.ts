@@ -112,10 +112,21 @@ const svcm = {
       let candidateType = '';
       let packets = 0;
       const stats = await t.getStats();
+      // The pair in use: the transport's selected one, else a nominated pair that succeeded.
+      let pairId = '';
       for (const r of stats.values()) {
-        if (r.type === 'candidate-pair' && r.nominated && r.state === 'succeeded') {
-          candidateType = String(stats.get(String(r.localCandidateId))?.candidateType ?? '');
+        if (r.type === 'transport' && r.selectedCandidatePairId)
+          pairId = String(r.selectedCandidatePairId);
+      }
+      for (const r of stats.values()) {
+        if (r.type === 'candidate-pair' && !pairId && r.nominated && r.state === 'succeeded') {
+          pairId = String(r.id);
         }
+      }
+      const pair = pairId ? stats.get(pairId) : undefined;
+      if (pair)
+        candidateType = String(stats.get(String(pair.localCandidateId))?.candidateType ?? '');
+      for (const r of stats.values()) {
         if (r.type !== 'inbound-rtp') continue;
         framesDecoded += Number(r.framesDecoded ?? 0);
         packets += Number(r.packetsReceived ?? 0);

@@ -96,6 +96,9 @@ describe('a server killed while recording', { skip: skip ?? false, timeout: 120_
       SVC_ADMIN_TOKEN: adminToken,
       SVC_SECRET: `secret_${randomBytes(16).toString('hex')}`,
       SVC_RECORDING_STOP_WAIT_MS: '30000',
+      // Its own SQLite store under DATA_DIR, not a PostgreSQL database CI's environment names.
+      DATABASE_URL: '',
+      REDIS_URL: '',
     };
     node = await startNode(port, env);
     const call = async (method: string, url: string, key: string, body?: unknown) => {

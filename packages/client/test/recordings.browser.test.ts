@@ -160,6 +160,21 @@ describe('recordings of a real browser through Janus', {
     fs.rmSync(tmp, { recursive: true, force: true });
   });
 
+  /** Resolves once Janus has created the recording's track files (media is being written). */
+  async function mediaWritten(egressId: string) {
+    const mjrDir = path.join(s.config.media.recordingsDir, 'mjr', egressId);
+    const deadline = Date.now() + 10_000;
+    while (
+      !(
+        fs.existsSync(mjrDir) &&
+        fs.readdirSync(mjrDir).filter((f) => f.endsWith('.mjr')).length >= 2
+      )
+    ) {
+      assert.ok(Date.now() < deadline, `no .mjr files in ${mjrDir}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
   /** Records `seconds` of the browser's media (from the first `.mjr` file written) and stops. */
   async function record(
     fileType: string,
@@ -171,18 +186,7 @@ describe('recordings of a real browser through Janus', {
     assert.equal(started.status, 201, JSON.stringify(started.body));
     assert.equal(started.body.status, 'STARTED');
     assert.equal(started.body.fileType, fileType);
-    const mjrDir = path.join(s.config.media.recordingsDir, 'mjr', started.body.egressId);
-    // Media is being written once Janus has created the track files; then let it run.
-    const deadline = Date.now() + 10_000;
-    while (
-      !(
-        fs.existsSync(mjrDir) &&
-        fs.readdirSync(mjrDir).filter((f) => f.endsWith('.mjr')).length >= 2
-      )
-    ) {
-      assert.ok(Date.now() < deadline, `no .mjr files in ${mjrDir}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await mediaWritten(started.body.egressId);
     const t0 = Date.now();
     while (Date.now() - t0 < seconds * 1000) await new Promise((r) => setTimeout(r, 100));
     const stopAt = Date.now();
@@ -243,6 +247,8 @@ describe('recordings of a real browser through Janus', {
     const second = await api('POST', '/recordings', { roomName: room, fileType: 'MP4' });
     assert.equal(second.status, 409);
     assert.equal(second.body.code, 'recording_in_progress');
+    // Stopped once media is written (an instant stop can hold no audio packet: FAILED no_media).
+    await mediaWritten(first.body.egressId);
     const stopped = await api('POST', `/recordings/${first.body.egressId}/stop`);
     assert.equal(stopped.body.status, 'COMPLETED', JSON.stringify(stopped.body));
     assert.equal((await api('GET', `/recordings/active?roomName=${room}`)).body.items.length, 0);

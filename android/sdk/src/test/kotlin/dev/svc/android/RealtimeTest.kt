@@ -33,7 +33,8 @@ class RealtimeTest {
                 assertEquals(listOf("alice", "bob"), bobRoom.participants.map { it.userId })
                 assertEquals(listOf("bob"), aliceRoom.remoteParticipants.map { it.userId })
                 assertTrue(bob.of<Seen.Joined>().isEmpty(), "a client is not told about itself or those already there")
-                assertEquals(Seen.Connected, bob.events.first { it is Seen.Connected })
+                // onConnected is dispatched to the callback dispatcher, so it may follow connect()'s return.
+                bob.waitUntil(description = "bob's onConnected") { e -> e.any { it is Seen.Connected } }
 
                 // Both send at once; everyone sees one order, with the sender attributed.
                 val count = 20

@@ -10,38 +10,16 @@ import {
   type MediaNetwork,
   mediaEnv,
   mediaNetwork,
-  mediaTestsPossible,
 } from '../../server/test/media/media-harness.ts';
 import { type ListeningServer, startListeningServer } from './helpers.ts';
-import {
-  browserTestsPossible,
-  bundlePage,
-  openBrowser,
-  type TestBrowser,
-} from './media-browser.ts';
+import { bundlePage, openBrowser, type TestBrowser } from './media-browser.ts';
+import { ffprobe, recordingTestsSkip } from './recordings-harness.ts';
 
 // Recordings of several publishers: two real Chromiums (fake camera + microphone each)
 // publish through @svc/client into the embedded Janus (network namespace `svcrmul`,
 // 10.78.2.0/24). The room's file composes every camera in a grid that follows them coming and
 // going, with every microphone mixed.
-const tools = ['/usr/bin/janus-pp-rec', '/usr/bin/ffmpeg', '/usr/bin/ffprobe'];
-const skip =
-  mediaTestsPossible() ??
-  browserTestsPossible() ??
-  (tools.every((t) => fs.existsSync(t)) ? null : `needs ${tools.join(', ')}`);
-
-interface Probe {
-  format: { duration: string; format_name: string };
-  streams: { codec_type: string; codec_name: string; width?: number; height?: number }[];
-}
-const ffprobe = (file: string): Probe =>
-  JSON.parse(
-    execFileSync(
-      'ffprobe',
-      ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', file],
-      { encoding: 'utf8' },
-    ),
-  );
+const skip = recordingTestsSkip();
 
 /**
  * The chroma (U) plane of the 1280×720 frame at `at` seconds: 640 × 360 bytes. Chromium's fake

@@ -8,25 +8,16 @@ import {
   type MediaNetwork,
   mediaEnv,
   mediaNetwork,
-  mediaTestsPossible,
 } from '../../server/test/media/media-harness.ts';
 import { freePort } from './helpers.ts';
-import {
-  browserTestsPossible,
-  bundlePage,
-  openBrowser,
-  type TestBrowser,
-} from './media-browser.ts';
+import { bundlePage, openBrowser, type TestBrowser } from './media-browser.ts';
+import { recordingTestsSkip } from './recordings-harness.ts';
 
 // A server process killed (SIGKILL) while recording: on its restart the recording, still
 // STARTED in SQL, is converted from the .mjr files written until the media stopped, and ends
 // COMPLETED with `recovered: true`. The server runs as its own process (SQLite in DATA_DIR, the
 // embedded Janus in the network namespace `svcrrst`, 10.78.4.0/24); a real Chromium publishes.
-const tools = ['/usr/bin/janus-pp-rec', '/usr/bin/ffmpeg', '/usr/bin/ffprobe'];
-const skip =
-  mediaTestsPossible() ??
-  browserTestsPossible() ??
-  (tools.every((t) => fs.existsSync(t)) ? null : `needs ${tools.join(', ')}`);
+const skip = recordingTestsSkip();
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const REPO_ROOT = path.resolve(import.meta.dirname, '../../..');

@@ -10,26 +10,22 @@ import {
   type MediaNetwork,
   mediaEnv,
   mediaNetwork,
-  mediaTestsPossible,
 } from '../../server/test/media/media-harness.ts';
 import { type ListeningServer, startListeningServer } from './helpers.ts';
-import {
-  browserTestsPossible,
-  bundlePage,
-  openBrowser,
-  type TestBrowser,
-} from './media-browser.ts';
+import { bundlePage, openBrowser, type TestBrowser } from './media-browser.ts';
+import { recordingTestsSkip } from './recordings-harness.ts';
 
 // Recordings uploaded to an S3-compatible store: S3Proxy (org.gaul:s3proxy from Maven Central,
 // filesystem backend) runs on 127.0.0.1; a real Chromium publishes into the embedded Janus
 // (network namespace `svcrs3`, 10.78.3.0/24); the finished file goes to the bucket and the
 // download URL is the store's presigned GET.
 const S3PROXY_VERSION = '2.6.0';
-const tools = ['/usr/bin/janus-pp-rec', '/usr/bin/ffmpeg', '/usr/bin/java', '/usr/bin/mvn'];
-const skip =
-  mediaTestsPossible() ??
-  browserTestsPossible() ??
-  (tools.every((t) => fs.existsSync(t)) ? null : `needs ${tools.join(', ')}`);
+const skip = recordingTestsSkip([
+  '/usr/bin/janus-pp-rec',
+  '/usr/bin/ffmpeg',
+  '/usr/bin/java',
+  '/usr/bin/mvn',
+]);
 
 const freePort = () =>
   new Promise<number>((resolve) => {

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -13,41 +12,17 @@ import {
   type MediaNetwork,
   mediaEnv,
   mediaNetwork,
-  mediaTestsPossible,
 } from '../../server/test/media/media-harness.ts';
 import { type ListeningServer, startListeningServer } from './helpers.ts';
-import {
-  browserTestsPossible,
-  bundlePage,
-  openBrowser,
-  type TestBrowser,
-} from './media-browser.ts';
+import { bundlePage, openBrowser, type TestBrowser } from './media-browser.ts';
+import { ffprobe, recordingTestsSkip } from './recordings-harness.ts';
 
 // Recordings end to end: a real browser (Debian Chromium, fake camera + microphone) publishes
 // through @svc/client into the embedded Janus (in its own network namespace `svcrrec`, on
 // 10.78.1.0/24); the recordings API records it, janus-pp-rec + ffmpeg make the file, ffprobe
 // checks it, and the signed URL serves it. The API-only checks run on both stores in
 // packages/server/test/recordings/recordings.api.test.ts.
-const tools = ['/usr/bin/janus-pp-rec', '/usr/bin/ffmpeg', '/usr/bin/ffprobe'];
-const skip =
-  mediaTestsPossible() ??
-  browserTestsPossible() ??
-  (tools.every((t) => fs.existsSync(t)) ? null : `needs ${tools.join(', ')}`);
-
-interface Probe {
-  format: { duration: string; format_name: string };
-  streams: { codec_type: string; codec_name: string }[];
-}
-const ffprobe = (file: string): Probe =>
-  JSON.parse(
-    execFileSync(
-      'ffprobe',
-      ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', file],
-      {
-        encoding: 'utf8',
-      },
-    ),
-  );
+const skip = recordingTestsSkip();
 
 describe('recordings of a real browser through Janus', {
   skip: skip ?? false,

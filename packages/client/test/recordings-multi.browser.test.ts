@@ -289,9 +289,12 @@ describe('recordings of several publishers', { skip: skip ?? false, timeout: 180
     const info = (await api('POST', `/recordings/${id}/stop`)).body;
     assert.equal(info.status, 'COMPLETED', JSON.stringify(info));
     console.log(`pause: recorded ${recorded} ms around a 2 s pause, file ${info.duration} s`);
-    assert.ok(Math.abs(info.duration - recorded / 1000) < 0.5, `${info.duration} vs ${recorded}`);
+    // The cut is never longer than the gap: the file may keep what the SFU wrote while the pause
+    // reached it (up to a second on a loaded machine), and without the cut it would be 2 s longer.
+    const cutOk = (d: number) => d > recorded / 1000 - 0.5 && d < recorded / 1000 + 1;
+    assert.ok(cutOk(info.duration), `${info.duration} vs ${recorded}`);
     const { file } = await download(id, 'paused.ogg');
-    assert.ok(Math.abs(Number(ffprobe(file).format.duration) - recorded / 1000) < 0.5);
+    assert.ok(cutOk(Number(ffprobe(file).format.duration)));
     // Sound on both sides of the cut.
     assert.ok(
       loudest(file, 0.2, 1.8) > -30 &&

@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { buildApp } from '../packages/server/src/app.ts';
-import { loadConfig } from '../packages/server/src/config.ts';
+import { loadConfig } from '../packages/server/src/areas.ts';
 import { cpuMicros } from './lib.ts';
 
 const config = loadConfig({

@@ -12,7 +12,7 @@ import Fastify from 'fastify';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { buildApp } from '../packages/server/src/app.ts';
-import { loadConfig } from '../packages/server/src/config.ts';
+import { loadConfig } from '../packages/server/src/areas.ts';
 import { cpuMicros } from './lib.ts';
 
 const mode = process.env.LINKS_BENCH_MODE ?? 'svc';

@@ -14,7 +14,7 @@ import autocannon from 'autocannon';
 import Fastify from 'fastify';
 import pg from 'pg';
 import { buildApp } from '../packages/server/src/app.ts';
-import { loadConfig } from '../packages/server/src/config.ts';
+import { loadConfig } from '../packages/server/src/areas.ts';
 import { fmt } from './lib.ts';
 
 const CONNECTIONS = 20;

@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { buildApp } from '../packages/server/src/app.ts';
-import { loadConfig } from '../packages/server/src/config.ts';
+import { loadConfig } from '../packages/server/src/areas.ts';
 import { Outbox } from '../packages/server/src/webhooks/outbox.ts';
 import { WebhookSender } from '../packages/server/src/webhooks/sender.ts';
 import { DeliveryWorker } from '../packages/server/src/webhooks/worker.ts';

@@ -21,7 +21,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import pg from 'pg';
 import { buildApp } from '../packages/server/src/app.ts';
-import { loadConfig } from '../packages/server/src/config.ts';
+import { loadConfig } from '../packages/server/src/areas.ts';
 import { fmt, ROOT } from './lib.ts';
 
 const EVENTS = Number(process.env.BENCH_WEBHOOK_EVENTS) || 3000;

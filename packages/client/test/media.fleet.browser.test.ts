@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { buildApp } from '../../server/src/app.ts';
-import { loadConfig } from '../../server/src/config.ts';
+import { loadConfig } from '../../server/src/areas.ts';
 import { loadMediaConfig } from '../../server/src/media/config.ts';
 import { JanusProcess } from '../../server/src/media/janus-process.ts';
 import { TcpProxy } from '../../server/test/fixtures/tcp-proxy.ts';

@@ -1,21 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, {
-  type FastifyInstance,
-  LogController,
-  type onRequestAsyncHookHandler,
-} from 'fastify';
+import Fastify, { type FastifyInstance, LogController } from 'fastify';
 import type { DestinationStream } from 'pino';
 import { Gauge } from 'prom-client';
 import { KeyService } from './admin/keys.ts';
 import { ProjectService } from './admin/projects.ts';
 import { adminRoutes, adminTokenHook } from './admin/routes.ts';
-import { AREA_MIGRATIONS } from './areas.ts';
+import { AREA_MIGRATIONS, type Config } from './areas.ts';
 import { installGate } from './auth/gate.ts';
 import { KeyStore } from './auth/key-store.ts';
 import { type Clock, systemClock } from './clock.ts';
-import type { Config } from './config.ts';
 import { DomainEvents } from './events.ts';
 import { installCors } from './http/cors.ts';
 import { findInputFault } from './http/input-check.ts';
@@ -25,6 +20,7 @@ import { installOpenApi } from './http/openapi.ts';
 import { installErrorHandling, sendProblem } from './http/problem.ts';
 import { linksPlugin } from './links/plugin.ts';
 import type { MediaService } from './media/service.ts';
+import type { Platform } from './platform.ts';
 import { realtimePlugin } from './realtime/plugin.ts';
 import type { RecordingService } from './recordings/service.ts';
 import { Sealer } from './sealing.ts';
@@ -34,37 +30,24 @@ import { openStore, type Store } from './storage/db.ts';
 import { SigningKeys } from './tokens/signing-keys.ts';
 import { type DependencyHealth, RETRY_AFTER_SECONDS, within } from './unavailable.ts';
 import { verifyPlugin } from './verify/plugin.ts';
-import { webhooksPlugin } from './webhooks/plugin.ts';
+import { type WebhooksArea, webhooksPlugin } from './webhooks/plugin.ts';
 
 /** How long `/readyz` waits for each dependency: it answers within a second, always. */
 const READY_CHECK_MS = 800;
 
-/** What every area of the server is given: the stores, the clock, the key system. */
-export interface Services {
+/**
+ * Everything the app holds: the platform's services (each product is handed the part it uses)
+ * and the product areas' parts that the composition root exposes (tests reach them through
+ * `app.svc`).
+ */
+export interface Services extends Platform {
   config: Config;
-  store: Store;
-  state: SharedState;
-  clock: Clock;
-  metrics: Metrics;
-  keyStore: KeyStore;
-  projects: ProjectService;
-  keys: KeyService;
-  /** The token-signing key set (realtime access tokens, verification tokens). */
-  signingKeys: SigningKeys;
-  /** The server secret (HMAC key material): SVC_SECRET or the embedded default's generated one. */
-  secret: string;
-  /** Seals secrets kept in the SQL store, keyed by the server secret (and previous ones). */
-  sealer: Sealer;
-  /** Domain events (room.started, participant.joined…); the webhooks area subscribes. */
-  events: DomainEvents;
-  /** The admin-token check, for an area's own routes under `/v1/admin` (an onRequest hook). */
-  adminGuard: onRequestAsyncHookHandler;
-  /** Optional parts' state for /readyz details (e.g. `media`); they never make it fail. */
-  readiness: Map<string, () => object>;
-  /** The media area, set by the Realtime plugin (tests read its engine and handles). */
+  /** The media area, set by the Realtime plugin. */
   media: MediaService | null;
   /** The recordings area, set by the Realtime plugin. */
   recordings: RecordingService | null;
+  /** The webhooks area, set by the Webhooks plugin. */
+  webhooks?: WebhooksArea;
 }
 
 declare module 'fastify' {

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { bootstrapDefaultProject, resolveAdminToken } from './admin/bootstrap.ts';
 import { buildApp } from './app.ts';
-import { ConfigError, loadConfig } from './config.ts';
+import { ConfigError, loadConfig } from './areas.ts';
 
 async function main() {
   let config: ReturnType<typeof loadConfig>;

@@ -7,9 +7,8 @@ import type { FastifyInstance, InjectOptions } from 'fastify';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { buildApp } from '../src/app.ts';
-import { AREA_MIGRATIONS } from '../src/areas.ts';
+import { AREA_MIGRATIONS, type Config, loadConfig } from '../src/areas.ts';
 import { type Clock, systemClock } from '../src/clock.ts';
-import { type Config, loadConfig } from '../src/config.ts';
 import { MemoryState, RedisState, type SharedState } from '../src/state/index.ts';
 import { openStore, type Store } from '../src/storage/db.ts';
 

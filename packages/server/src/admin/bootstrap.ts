@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { CreatedApiKey, Project } from '@svc/protocol';
-import type { Services } from '../app.ts';
+import type { Platform } from '../platform.ts';
 import { makePrivateDir, restrictFiles } from '../storage/files.ts';
 
 const TOKEN_FILE = 'admin-token';
@@ -47,7 +47,9 @@ export interface Bootstrapped {
  * On first start with an empty store: project `default` with every product, one unrestricted
  * client key and one server key. Returns null when the store already has a project.
  */
-export async function bootstrapDefaultProject(svc: Services): Promise<Bootstrapped | null> {
+export async function bootstrapDefaultProject(
+  svc: Pick<Platform, 'store' | 'projects' | 'keys'>,
+): Promise<Bootstrapped | null> {
   const any = await svc.store.db.selectFrom('projects').select('id').limit(1).executeTakeFirst();
   if (any) return null;
   const project = await svc.projects.create({ name: 'default' });

@@ -1,7 +1,7 @@
 import type { ErrorCode, KeyType, Product } from '@svc/protocol';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Clock } from '../clock.ts';
-import type { Config } from '../config.ts';
+import type { PlatformConfig } from '../config.ts';
 import { disallowOrigin } from '../http/cors.ts';
 import type { Metrics } from '../http/metrics.ts';
 import { sendProblem } from '../http/problem.ts';
@@ -47,7 +47,7 @@ const PROJECT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const MAX_KEY_HEADER = 512;
 
 export interface GateDeps {
-  config: Config;
+  config: PlatformConfig;
   keys: KeyStore;
   state: SharedState;
   clock: Clock;

@@ -1,8 +1,10 @@
 import { LINK_DEFAULT_DEFERRED_WINDOW_SECONDS } from '@svc/protocol';
 import type { FastifyPluginAsync } from 'fastify';
-import type { Services } from '../app.ts';
+import type { PlatformConfig } from '../config.ts';
+import type { Platform } from '../platform.ts';
 import { candidateStoreFor } from './candidates.ts';
 import { CLICK_RETENTION_MS, ClickRecorder, fingerprintKey } from './clicks.ts';
+import type { LinksConfig } from './config.ts';
 import { LinkEvents } from './events.ts';
 import { DeferredMatcher } from './matching.ts';
 import { publicLinkRoutes, RedirectCache, Redirector } from './redirect.ts';
@@ -12,15 +14,21 @@ import { LinkDirectory, linkSettingsValidator } from './settings.ts';
 
 const PROJECTS_CHANNEL = 'links:projects';
 
+/** What the Links product is given. */
+export interface LinksDeps
+  extends Pick<Platform, 'store' | 'state' | 'clock' | 'secret' | 'projects'> {
+  config: PlatformConfig & { links: LinksConfig };
+}
+
 /**
  * The Links area: project link settings, `/v1/sdk/links` (CRUD, resolve, deferred, events,
  * stats), and the public redirect and well-known routes on every link domain.
  */
-export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { svc }) => {
+export const linksPlugin: FastifyPluginAsync<{ svc: LinksDeps }> = async (app, { svc }) => {
   const { store, state, clock, config } = svc;
   const defaultHost = new URL(config.publicUrl).host.toLowerCase();
   const directory = new LinkDirectory(store, clock, defaultHost);
-  const candidates = candidateStoreFor(state, config.linksMaxCandidates);
+  const candidates = candidateStoreFor(state, config.links.maxCandidates);
   const clicks = new ClickRecorder(store, candidates, fingerprintKey(svc.secret), app.log);
   const cache = new RedirectCache(store, state, clock);
   const links = new LinkService(store, clock, directory, config.publicUrl, (domain, slug) =>
@@ -50,7 +58,7 @@ export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { 
     for (const p of (await directory.current()).projects.values()) {
       windowMs = Math.max(windowMs, p.settings.deferredWindowSeconds * 1000);
     }
-    await clicks.restoreCandidates(clock.now(), windowMs, config.linksMaxCandidates);
+    await clicks.restoreCandidates(clock.now(), windowMs, config.links.maxCandidates);
   }
   // Raw clicks are kept for the longest referrer window, then pruned (their counts stay).
   const prune = () =>

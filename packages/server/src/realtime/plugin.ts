@@ -1,12 +1,11 @@
 import websocket from '@fastify/websocket';
 import { MAX_FRAME_BYTES } from '@svc/protocol';
 import type { FastifyBaseLogger, FastifyPluginAsync } from 'fastify';
-import type { Services } from '../app.ts';
 import { JanusEngine, type MediaEngine } from '../media/engine.ts';
 import { MediaService } from '../media/service.ts';
 import { recordingRoutes } from '../recordings/routes.ts';
 import { RecordingService } from '../recordings/service.ts';
-import { RedisState } from '../state/redis.ts';
+import type { RealtimeDeps } from './deps.ts';
 import { MemoryRoomStore, type RoomStore } from './room-store.ts';
 import { RedisRoomStore } from './room-store-redis.ts';
 import { RoomService } from './rooms.ts';
@@ -18,14 +17,15 @@ import { SignalingHub } from './signaling.ts';
  * /v1/realtime/ws. Room state lives in a RoomStore over the shared state (in process, or Redis
  * when the shared state is Redis), so every node serves every room.
  */
-export const realtimePlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { svc }) => {
+export const realtimePlugin: FastifyPluginAsync<{ svc: RealtimeDeps }> = async (app, { svc }) => {
   const cfg = svc.config.realtime;
   const now = () => svc.clock.now();
-  const store: RoomStore =
-    svc.state instanceof RedisState
-      ? new RedisRoomStore(svc.state, now, cfg.replayBuffer)
-      : new MemoryRoomStore(now, cfg.replayBuffer);
-  const rooms = new RoomService(svc, store, cfg, svc.state.kind === 'redis');
+  // Rooms live where the shared state does; with Redis, nodes watch each other's heartbeats.
+  const [store, multiNode] = svc.state.match<[RoomStore, boolean]>({
+    memory: () => [new MemoryRoomStore(now, cfg.replayBuffer), false],
+    redis: (redis) => [new RedisRoomStore(redis, now, cfg.replayBuffer), true],
+  });
+  const rooms = new RoomService(svc, store, cfg, multiNode);
   const hub = new SignalingHub(svc, rooms, store, cfg, app.log);
   const media = new MediaService(
     createEngines(svc, app.log),
@@ -96,7 +96,7 @@ export const realtimePlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
 };
 
 /** The media engines the configuration asks for, by key; empty when media is off. */
-function createEngines(svc: Services, log: FastifyBaseLogger): Map<string, MediaEngine> {
+function createEngines(svc: RealtimeDeps, log: FastifyBaseLogger): Map<string, MediaEngine> {
   const cfg = svc.config.media;
   const engines = new Map<string, MediaEngine>();
   if (cfg.mode === 'off') return engines;

@@ -14,7 +14,6 @@ import {
   type SvcTrackInfo,
   type TrackStopReason,
 } from '@svc/protocol';
-import type { Services } from '../app.ts';
 import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import type { RealtimeConfig } from './config.ts';
@@ -25,6 +24,7 @@ import {
   RoomController,
 } from './controller/index.ts';
 import { controllerOf } from './controller/state.ts';
+import type { RealtimeDeps } from './deps.ts';
 import type {
   LiveParticipant,
   LiveRoom,
@@ -166,7 +166,7 @@ export class RoomService implements ControllerRooms {
   readonly controller: RoomController;
 
   constructor(
-    private svc: Services,
+    private svc: RealtimeDeps,
     private store: RoomStore,
     private cfg: RealtimeConfig,
     private multiNode: boolean,

@@ -24,12 +24,12 @@ import {
 } from '@svc/protocol';
 import type { FastifyBaseLogger } from 'fastify';
 import type { WebSocket } from 'ws';
-import type { Services } from '../app.ts';
 import { findInputFault } from '../http/input-check.ts';
 import { MediaRequestError, type MediaService } from '../media/service.ts';
 import { unavailableDependency } from '../unavailable.ts';
 import type { RealtimeConfig } from './config.ts';
 import { qualityFromRtt } from './controller/quality.ts';
+import type { RealtimeDeps } from './deps.ts';
 import type { RoomStore, StoredRoomEvent } from './room-store.ts';
 import type { RoomClaims, RoomService } from './rooms.ts';
 
@@ -153,7 +153,7 @@ export class SignalingHub {
   media: MediaService | null = null;
 
   constructor(
-    private svc: Services,
+    private svc: RealtimeDeps,
     private rooms: RoomService,
     private store: RoomStore,
     private cfg: RealtimeConfig,

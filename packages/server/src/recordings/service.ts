@@ -10,12 +10,12 @@ import {
   type SvcRecordingPage,
   type SvcStartRecordingOptions,
 } from '@svc/protocol';
-import type { Services } from '../app.ts';
 import type { AuthContext } from '../auth/gate.ts';
 import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import { MediaRequestError, type MediaService } from '../media/service.ts';
 import { isAdmin } from '../realtime/controller/state.ts';
+import type { RealtimeDeps } from '../realtime/deps.ts';
 import type { LiveTrack, RoomStore } from '../realtime/room-store.ts';
 import type { RoomService } from '../realtime/rooms.ts';
 import type { RealtimeRecordingsTable } from '../realtime/tables.ts';
@@ -98,7 +98,7 @@ export class RecordingService {
   readonly s3: RecordingsS3 | null;
 
   constructor(
-    private readonly svc: Services,
+    private readonly svc: RealtimeDeps,
     private readonly media: MediaService,
     private readonly rooms: RoomService,
     private readonly store: RoomStore,

@@ -3,6 +3,7 @@ import { DependencyHealth } from '../unavailable.ts';
 import {
   type RateLimitResult,
   type SharedState,
+  type StateCases,
   type SubscriptionEvents,
   slidingWindowResult,
 } from './state.ts';
@@ -16,6 +17,10 @@ interface Window {
 /** Shared state for a single process: the embedded default. */
 export class MemoryState implements SharedState {
   readonly kind = 'memory' as const;
+
+  match<T>(cases: StateCases<T>): T {
+    return cases.memory(this);
+  }
   /** In process: never down, and its subscriptions are never lost. */
   readonly health = new DependencyHealth('shared state');
   readonly subscriptions = new EventEmitter<SubscriptionEvents>();

@@ -7,6 +7,7 @@ import { PermitLeases, type Returned } from './permits.ts';
 import {
   type RateLimitResult,
   type SharedState,
+  type StateCases,
   type SubscriptionEvents,
   slidingWindowResult,
 } from './state.ts';
@@ -161,6 +162,10 @@ export function isRedisUnavailable(err: unknown): boolean {
  */
 export class RedisState implements SharedState {
   readonly kind = 'redis' as const;
+
+  match<T>(cases: StateCases<T>): T {
+    return cases.redis(this);
+  }
   readonly health = new DependencyHealth('shared state');
   readonly subscriptions = new EventEmitter<SubscriptionEvents>();
   private client: RedisWithScripts;

@@ -1,5 +1,7 @@
 import type { EventEmitter } from 'node:events';
 import type { DependencyHealth } from '../unavailable.ts';
+import type { MemoryState } from './memory.ts';
+import type { RedisState } from './redis.ts';
 
 /**
  * What the subscription connection reports: `lost` when it drops (messages published from then
@@ -62,6 +64,20 @@ export interface SharedState {
   /** True when the store answers (within its deadline). */
   ping(): Promise<boolean>;
   close(): Promise<void>;
+  /**
+   * Calls the case for this implementation and returns its result: for a part that needs more
+   * than this interface (realtime's room store runs Lua scripts on Redis). A new implementation
+   * fails to compile until every such part handles it.
+   */
+  match<T>(cases: StateCases<T>): T;
+}
+
+/** One function per shared-state implementation (see {@link SharedState.match}). */
+export interface StateCases<T> {
+  /** In process: one node, nothing shared with another. */
+  memory(state: MemoryState): T;
+  /** Redis: every node of the fleet shares it. */
+  redis(state: RedisState): T;
 }
 
 /** Sliding-window arithmetic shared by both implementations. */

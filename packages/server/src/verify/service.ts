@@ -11,14 +11,15 @@ import type {
 import type { FastifyBaseLogger } from 'fastify';
 import { type Kysely, sql } from 'kysely';
 import { parsePhoneNumberFromString } from 'libphonenumber-js/max';
-import type { Services } from '../app.ts';
+import type { PlatformConfig } from '../config.ts';
 import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
+import type { Platform } from '../platform.ts';
 import type { Database } from '../storage/schema.ts';
 import { generateCode, maskPhone, VerifySecrets } from './secrets.ts';
 import { ConsoleSmsSender, Outbox, type SmsSender, TwilioSmsSender } from './senders.ts';
 import { type EffectiveSettings, effectiveSettings, verifySettingsValidator } from './settings.ts';
-import type { SmsSenderConfig } from './sms-config.ts';
+import type { SmsSenderConfig, VerifyConfig } from './sms-config.ts';
 import type { VerificationsTable } from './tables.ts';
 
 /** The audience of verification tokens. */
@@ -64,6 +65,15 @@ function retryAfter(code: ErrorCode, detail: string, waitMs: number): ApiError {
   return new ApiError(code, detail, { retryAfter: s }, { 'Retry-After': String(s) });
 }
 
+/** What the Verify product is given. */
+export interface VerifyDeps
+  extends Pick<
+    Platform,
+    'store' | 'state' | 'clock' | 'secret' | 'sealer' | 'projects' | 'signingKeys' | 'adminGuard'
+  > {
+  config: PlatformConfig & { verify: VerifyConfig };
+}
+
 /**
  * SMS one-time codes: send, check, tokens, logs and stats. Codes are stored only as HMACs;
  * every state change is a conditional UPDATE whose row count decides, so concurrent requests
@@ -75,7 +85,7 @@ export class VerifyService {
   private db: Kysely<Database>;
 
   constructor(
-    private svc: Services,
+    private svc: VerifyDeps,
     private log: FastifyBaseLogger,
   ) {
     this.secrets = new VerifySecrets(svc.secret, svc.sealer);
@@ -127,7 +137,7 @@ export class VerifyService {
   }
 
   private sender(config: SmsSenderConfig | null): SmsSender {
-    const c = config ?? this.svc.config.smsSender;
+    const c = config ?? this.svc.config.verify.smsSender;
     if (c.type === 'twilio') return new TwilioSmsSender(c, this.log);
     return new ConsoleSmsSender(this.log, this.outbox, this.svc.clock);
   }

@@ -1,3 +1,5 @@
+import { ConfigError } from '../env.ts';
+
 /**
  * The server-wide SMS sender, from the environment: used by every project that has no
  * `settings.verify.sender` of its own.
@@ -60,4 +62,19 @@ export function isHttpUrl(value: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** Verify's settings section (`SVC_SMS_SENDER`, `SVC_TWILIO_*`). */
+export interface VerifyConfig {
+  /** The default SMS sender: projects without `settings.verify.sender` use it. */
+  smsSender: SmsSenderConfig;
+}
+
+/** Reads Verify's section; throws {@link ConfigError} naming the variable. */
+export function loadVerifyConfig(env: NodeJS.ProcessEnv): VerifyConfig {
+  return {
+    smsSender: loadSmsSenderConfig(env, (message) => {
+      throw new ConfigError(message);
+    }),
+  };
 }

@@ -1,16 +1,29 @@
 import type { FastifyPluginAsync } from 'fastify';
-import type { Services } from '../app.ts';
+import type { PlatformConfig } from '../config.ts';
+import type { Platform } from '../platform.ts';
+import type { WebhooksConfig } from './config.ts';
 import { sealStoredEndpointSecrets, WebhookEndpoints } from './endpoints.ts';
 import { WebhookMetrics } from './metrics.ts';
 import { Outbox, OutboxHold } from './outbox.ts';
 import { webhookAdminRoutes } from './routes.ts';
 import { DeliveryWorker, PENDING } from './worker.ts';
 
-declare module '../app.ts' {
-  interface Services {
-    /** Webhooks: the outbox and the endpoints service (set by the webhooks plugin). */
-    webhooks?: { outbox: Outbox; endpoints: WebhookEndpoints; worker: DeliveryWorker | null };
-  }
+/** What the Webhooks product is given. */
+export interface WebhooksDeps
+  extends Pick<
+    Platform,
+    'store' | 'clock' | 'sealer' | 'metrics' | 'projects' | 'events' | 'adminGuard'
+  > {
+  config: PlatformConfig & { webhooks: WebhooksConfig };
+  /** Set by the plugin, for the composition root (tests reach the worker through it). */
+  webhooks?: WebhooksArea;
+}
+
+/** The webhooks area's parts, as the plugin hands them back. */
+export interface WebhooksArea {
+  outbox: Outbox;
+  endpoints: WebhookEndpoints;
+  worker: DeliveryWorker | null;
 }
 
 /**
@@ -18,8 +31,9 @@ declare module '../app.ts' {
  * event is persisted before `emit` resolves) and, unless SVC_WEBHOOK_WORKER=false, this node's
  * delivery worker (started when the app is ready, stopped when it closes).
  */
-export const webhooksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { svc }) => {
-  const { config, store, clock, sealer } = svc;
+export const webhooksPlugin: FastifyPluginAsync<{ svc: WebhooksDeps }> = async (app, { svc }) => {
+  const { store, clock, sealer } = svc;
+  const config = svc.config.webhooks;
   await sealStoredEndpointSecrets(store, sealer);
   const metrics = new WebhookMetrics(
     svc.metrics.registry,
@@ -42,34 +56,32 @@ export const webhooksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app,
     },
     () => clock.now(),
   );
-  const worker = config.webhookWorker
+  const worker = config.worker
     ? new DeliveryWorker({
         store,
         clock,
         metrics,
         log: app.log.child({ area: 'webhooks' }),
-        retryScheduleMs: config.webhookRetryScheduleMs,
-        timeoutMs: config.webhookTimeoutMs,
-        concurrency: config.webhookConcurrency,
-        endpointConcurrency: config.webhookEndpointConcurrency,
-        disableAfterMs: config.webhookDisableAfterMs,
-        retentionMs: config.webhookRetentionMs,
-        pollMs: config.webhookPollMs,
-        leaseMs: config.webhookLeaseMs,
-        allowPrivate: config.webhookAllowPrivate,
+        retryScheduleMs: config.retryScheduleMs,
+        timeoutMs: config.timeoutMs,
+        concurrency: config.concurrency,
+        endpointConcurrency: config.endpointConcurrency,
+        disableAfterMs: config.disableAfterMs,
+        retentionMs: config.retentionMs,
+        pollMs: config.pollMs,
+        leaseMs: config.leaseMs,
+        allowPrivate: config.allowPrivate,
         sealer,
       })
     : null;
-  const outbox = new Outbox(store, clock, metrics, config.webhookRetryScheduleMs[0], () =>
-    worker?.wake(),
-  );
+  const outbox = new Outbox(store, clock, metrics, config.retryScheduleMs[0], () => worker?.wake());
   const endpoints = new WebhookEndpoints({
     store,
     clock,
     projects: svc.projects,
     outbox,
     sealer,
-    allowPrivate: config.webhookAllowPrivate,
+    allowPrivate: config.allowPrivate,
   });
   svc.webhooks = { outbox, endpoints, worker };
   const hold = new OutboxHold(outbox, app.log.child({ area: 'webhooks' }));

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { loadConfig } from '../../src/config.ts';
+import { loadConfig } from '../../src/areas.ts';
 import { BACKENDS, startTestServer, type TestServer } from '../helpers.ts';
 
 const PAGE = 'https://app.example.com';

@@ -3,7 +3,7 @@
 // Prints `READY <port>` once listening; closes cleanly on SIGTERM.
 import type { AddressInfo } from 'node:net';
 import { buildApp } from '../../src/app.ts';
-import { loadConfig } from '../../src/config.ts';
+import { loadConfig } from '../../src/areas.ts';
 
 const config = loadConfig({ SVC_MEDIA: 'off', ...process.env });
 const app = await buildApp({

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { buildApp } from '../../src/app.ts';
-import { loadConfig } from '../../src/config.ts';
+import { loadConfig } from '../../src/areas.ts';
 import { MemoryState } from '../../src/state/index.ts';
 import { freshStore } from '../helpers.ts';
 

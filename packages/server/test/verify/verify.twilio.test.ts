@@ -282,8 +282,8 @@ for (const backend of BACKENDS) {
 
 describe('SMS sender configuration', () => {
   test('bad SVC_SMS_SENDER settings name the variable', async () => {
-    const { ConfigError, loadConfig } = await import('../../src/config.ts');
-    assert.deepEqual(loadConfig({}).smsSender, { type: 'console' });
+    const { ConfigError, loadConfig } = await import('../../src/areas.ts');
+    assert.deepEqual(loadConfig({}).verify.smsSender, { type: 'console' });
     assert.throws(() => loadConfig({ SVC_SMS_SENDER: 'carrier-pigeon' }), ConfigError);
     assert.throws(() => loadConfig({ SVC_SMS_SENDER: 'twilio' }), /SVC_TWILIO_ACCOUNT_SID/);
     assert.throws(

@@ -6,7 +6,7 @@
  * Prints `listening <port>` when ready.
  */
 import { buildApp } from '../../src/app.ts';
-import { loadConfig } from '../../src/config.ts';
+import { loadConfig } from '../../src/areas.ts';
 
 const config = loadConfig({ SVC_MEDIA: 'off', ...process.env });
 const app = await buildApp({

@@ -7,7 +7,7 @@ import type {
   LeaveReason,
   SvcRoomRole,
 } from '@svc/protocol';
-import type { Services } from '../../app.ts';
+import type { RealtimeDeps } from '../deps.ts';
 import type { LiveParticipant, LiveRoom, RoomStore } from '../room-store.ts';
 import type { RoomClaims } from '../rooms.ts';
 import type { ControllerConfig } from './config.ts';
@@ -30,7 +30,7 @@ export interface CommandContext {
   role: SvcRoomRole;
   now: number;
   cfg: ControllerConfig;
-  svc: Services;
+  svc: RealtimeDeps;
   /** Appends a room event (in call order, after the commit). `history`: keep in the chat list. */
   emit<T extends ControllerEventType>(type: T, data: ControllerEventData[T]): void;
   /** Removes a participant now (kick): participant.left, then its consequences (hands, host…). */
@@ -87,7 +87,7 @@ export interface DirectContext {
   claims: RoomClaims;
   now: number;
   cfg: ControllerConfig;
-  svc: Services;
+  svc: RealtimeDeps;
   store: RoomStore;
 }
 

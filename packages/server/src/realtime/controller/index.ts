@@ -6,7 +6,7 @@ import {
   type ErrorCode,
   type SvcChatMessage,
 } from '@svc/protocol';
-import type { Services } from '../../app.ts';
+import type { RealtimeDeps } from '../deps.ts';
 import type { LiveParticipant, LiveRoom, NewRoomEvent, RoomStore } from '../room-store.ts';
 import type { RoomClaims } from '../rooms.ts';
 import { breakoutCommands, closeDueBreakouts } from './breakout.ts';
@@ -70,7 +70,7 @@ export class RoomController {
   mediaEngine: MediaModeration | null = null;
 
   constructor(
-    private svc: Services,
+    private svc: RealtimeDeps,
     private store: RoomStore,
     readonly cfg: ControllerConfig,
   ) {

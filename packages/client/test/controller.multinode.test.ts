@@ -1,160 +1,29 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import pg from 'pg';
-import {
-  DATABASE_URL,
-  deleteRedisPrefix,
-  REDIS_URL,
-  uniqueName,
-} from '../../server/test/helpers.ts';
+import { uniqueName } from '../../server/test/helpers.ts';
 import { CONTROLLER_ENV, recordEvents, refused, untilState } from './controller.helpers.ts';
-import { freePort, roomOptions, TestClient } from './helpers.ts';
+import { FLEET_ENABLED, type Fleet, startFleet } from './fleet.ts';
+import { roomOptions } from './helpers.ts';
 
-const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
-const MAIN = fileURLToPath(new URL('../../server/src/main.ts', import.meta.url));
-/**
- * Both nodes name one public address, as behind a load balancer; each test client plays the
- * balancer by sending its sockets to the node it was given (port 1 itself is never used).
- */
-const PUBLIC_URL = 'http://127.0.0.1:1';
-
-interface Node {
-  port: number;
-  baseUrl: string;
-  child: ChildProcess;
-}
-
-/** Starts `svc` (packages/server/src/main.ts) and resolves once it listens. */
-function startNode(env: Record<string, string>): Promise<Node> {
-  return freePort().then(
-    (port) =>
-      new Promise<Node>((resolve, reject) => {
-        const child = spawn(process.execPath, ['--import', 'tsx', MAIN], {
-          cwd: REPO_ROOT,
-          env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
-          stdio: ['ignore', 'pipe', 'pipe'],
-        });
-        let out = '';
-        const onData = (chunk: Buffer) => {
-          out += chunk.toString();
-          if (out.includes('Svc is running')) {
-            child.stdout!.off('data', onData);
-            child.off('exit', onExit);
-            resolve({ port, baseUrl: `http://127.0.0.1:${port}`, child });
-          }
-        };
-        const onExit = (code: number | null) =>
-          reject(new Error(`node exited (${code}) before listening: ${out}`));
-        child.stdout!.on('data', onData);
-        child.stderr!.on('data', (chunk: Buffer) => {
-          out += chunk.toString();
-        });
-        child.once('exit', onExit);
-      }),
-  );
-}
-
-function stopNode(node: Node): Promise<void> {
-  return new Promise((resolve) => {
-    if (node.child.exitCode !== null) return resolve();
-    node.child.once('exit', () => resolve());
-    node.child.kill('SIGTERM');
-  });
-}
-
-const enabled = Boolean(DATABASE_URL && REDIS_URL);
-
-describe('room controller across two server processes (postgres+redis)', { skip: !enabled }, () => {
-  const database = uniqueName('svc_ctl_mn');
-  const redisPrefix = `${uniqueName('ctlmn')}:`;
-  const adminToken = `admin_${randomBytes(16).toString('hex')}`;
-  const nodes: Node[] = [];
-  const clients: TestClient[] = [];
-  let project: {
-    id: string;
-    clientKey: string;
-    serverKey: string;
-    clientKeyId: string;
-    serverKeyId: string;
-  };
-
-  async function admin(method: string, path: string, body?: unknown) {
-    const res = await fetch(`${nodes[0]!.baseUrl}/v1/admin${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${adminToken}`,
-        ...(body ? { 'content-type': 'application/json' } : {}),
-      },
-      body: body ? JSON.stringify(body) : undefined,
-    });
-    assert.ok(res.ok, `${method} ${path} → ${res.status}`);
-    return res.json() as Promise<any>;
-  }
-
-  /** A client of node `i`: REST and sockets go to that node. */
-  function clientOn(i: number, options?: ConstructorParameters<typeof TestClient>[1]) {
-    const node = nodes[i]!;
-    const c = new TestClient({ baseUrl: node.baseUrl, project }, options);
-    c.rewriteUrl = (url) => {
-      const u = new URL(url);
-      u.port = String(node.port);
-      return u.toString();
-    };
-    clients.push(c);
-    return c;
-  }
+describe('room controller across two server processes (postgres+redis)', {
+  skip: !FLEET_ENABLED,
+}, () => {
+  let fleet: Fleet;
+  const clientOn: Fleet['clientOn'] = (i, options) => fleet.clientOn(i, options);
 
   before(async () => {
-    const root = new pg.Client({ connectionString: DATABASE_URL });
-    await root.connect();
-    await root.query(`create database ${database}`);
-    await root.end();
-    const url = new URL(DATABASE_URL!);
-    url.pathname = `/${database}`;
-    const env = {
-      DATABASE_URL: url.toString(),
-      REDIS_URL: REDIS_URL!,
-      SVC_REDIS_PREFIX: redisPrefix,
-      SVC_ADMIN_TOKEN: adminToken,
-      SVC_SECRET: `secret_${randomBytes(16).toString('hex')}`,
-      SVC_BOOTSTRAP: 'false',
-      SVC_PUBLIC_URL: PUBLIC_URL,
-      LOG_LEVEL: 'warn',
+    fleet = await startFleet({
       SVC_REALTIME_DEPARTURE_GRACE_MS: '5000',
       SVC_REALTIME_SWEEP_INTERVAL_MS: '50',
       ...CONTROLLER_ENV,
       SVC_REALTIME_WAITING_TIMEOUT_MS: '5000',
-    };
-    // One after the other: the first runs the migrations.
-    nodes.push(await startNode(env));
-    nodes.push(await startNode(env));
-    const created = await admin('POST', '/projects', { name: 'multinode' });
-    const clientKey = await admin('POST', `/projects/${created.id}/keys`, { type: 'client' });
-    const serverKey = await admin('POST', `/projects/${created.id}/keys`, { type: 'server' });
-    project = {
-      id: created.id,
-      clientKey: clientKey.key,
-      serverKey: serverKey.key,
-      clientKeyId: clientKey.id,
-      serverKeyId: serverKey.id,
-    };
+    });
   });
 
-  after(async () => {
-    await Promise.all(clients.map((c) => c.client.disconnect()));
-    await Promise.all(nodes.map(stopNode));
-    const root = new pg.Client({ connectionString: DATABASE_URL });
-    await root.connect();
-    await root.query(`drop database if exists ${database} with (force)`);
-    await root.end();
-    await deleteRedisPrefix(redisPrefix);
-  });
+  after(() => fleet.close());
 
   /** A client of node `i` (server key: no client-key rate limit in the way). */
-  const on = (i: number) => clientOn(i, { apiKey: project.serverKey });
+  const on = (i: number) => clientOn(i, { apiKey: fleet.project.serverKey });
 
   test('roles, kick and ban decided once for both nodes', async () => {
     const room = uniqueName('mnroles');

@@ -1,8 +1,7 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import readline from 'node:readline';
 import { WebSocket } from 'ws';
-import { fmt, ROOT } from './lib.ts';
+import { fmt } from './lib.ts';
+import { joinSession, startWsChild, type WsChild } from './ws-child.ts';
 
 /**
  * Room controller fan-out (issue 22): one room of 200 participants on Svc (embedded default;
@@ -29,51 +28,8 @@ const VISIBILITY = process.env.BENCH_CONTROLLER_POLL_VISIBILITY ?? 'live';
 const IDLE_CONNECTIONS = Number(process.env.BENCH_CONTROLLER_IDLE_CONNECTIONS ?? 2000);
 const IDLE_ROOM_SIZE = 100;
 
-interface Child {
-  port: number;
-  call<T>(msg: Record<string, unknown>): Promise<T>;
-  stop(): Promise<void>;
-}
-
-async function startChild(env: Record<string, string | undefined>): Promise<Child> {
-  const child: ChildProcess = spawn(
-    process.execPath,
-    ['--expose-gc', '--import', 'tsx', 'bench/realtime-server.ts'],
-    { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] },
-  );
-  const lines = readline.createInterface({ input: child.stdout! });
-  // The node prints `{"port"}` once listening; other lines (warnings) are passed on.
-  const port = await new Promise<number>((resolve, reject) => {
-    lines.on('line', (line) => {
-      if (line.startsWith('{"port"')) resolve((JSON.parse(line) as { port: number }).port);
-      else process.stderr.write(`${line}\n`);
-    });
-    child.once('exit', () => reject(new Error('the bench node exited before listening')));
-  });
-  let nextId = 1;
-  const pending = new Map<number, (v: any) => void>();
-  child.on('message', (m: any) => {
-    pending.get(m.id)?.(m);
-    pending.delete(m.id);
-  });
-  return {
-    port,
-    call: (msg) =>
-      new Promise((resolve) => {
-        const id = nextId++;
-        pending.set(id, resolve);
-        child.send({ ...msg, id });
-      }),
-    async stop() {
-      const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      await exited;
-    },
-  };
-}
-
 /** Opens and joins `count` sockets in `room` (the first holds a host token). */
-async function openRoom(child: Child, room: string, count: number) {
+async function openRoom(child: WsChild, room: string, count: number) {
   const { tokens } = await child.call<{ tokens: string[] }>({
     cmd: 'tokens',
     room,
@@ -85,17 +41,7 @@ async function openRoom(child: Child, room: string, count: number) {
     const batch = tokens.slice(i, i + 50).map(async (t) => {
       const ws = new WebSocket(`ws://127.0.0.1:${child.port}/v1/realtime/ws?access_token=${t}`);
       await once(ws, 'open');
-      const joined = new Promise<void>((resolve) => {
-        const onMessage = (raw: Buffer) => {
-          if (raw.toString().startsWith('{"type":"session.joined"')) {
-            ws.off('message', onMessage);
-            resolve();
-          }
-        };
-        ws.on('message', onMessage);
-      });
-      ws.send('{"id":"join","type":"session.join"}');
-      await withTimeout('session.join', joined);
+      await withTimeout('session.join', joinSession(ws));
       return ws;
     });
     sockets.push(...(await Promise.all(batch)));
@@ -213,7 +159,7 @@ async function fanOut(sockets: WebSocket[], kind: 'message' | 'reaction'): Promi
   return { deliveredPerSec: (delivered * 1000) / elapsed, p50Ms: pct(0.5), p99Ms: pct(0.99) };
 }
 
-async function memory(child: Child) {
+async function memory(child: WsChild) {
   return (await child.call<{ memory: NodeJS.MemoryUsage }>({ cmd: 'memory' })).memory;
 }
 
@@ -242,7 +188,7 @@ function perConnection(before: NodeJS.MemoryUsage, after: NodeJS.MemoryUsage, co
 
 /** The realtime bench's measure (rooms of 100, on a fresh node), idle and then with controller state. */
 async function idleConnections(env: Record<string, string>) {
-  const svc = await startChild(env);
+  const svc = await startWsChild('bench/realtime-server.ts', env);
   try {
     const before = await memory(svc);
     const rooms: WebSocket[][] = [];
@@ -274,7 +220,7 @@ export async function run(): Promise<string> {
       SVC_REALTIME_RATE_PER_SEC: '1000',
       SVC_REALTIME_RATE_BURST: '1000',
     };
-    const svc = await startChild({ ...env, ...rates });
+    const svc = await startWsChild('bench/realtime-server.ts', { ...env, ...rates });
     try {
       await measureVariant(name, env, rates, svc, rows, memRows);
     } catch (err) {
@@ -290,7 +236,7 @@ async function measureVariant(
   name: string,
   env: Record<string, string>,
   rates: Record<string, string>,
-  svc: Child,
+  svc: WsChild,
   rows: string[],
   memRows: string[],
 ) {

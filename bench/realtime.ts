@@ -1,8 +1,7 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import readline from 'node:readline';
 import { WebSocket } from 'ws';
-import { fmt, ROOT } from './lib.ts';
+import { fmt } from './lib.ts';
+import { joinSession, startWsChild, type WsChild } from './ws-child.ts';
 
 /**
  * Realtime fan-out: one room of 100 participants, each sending 5 messages per second, through
@@ -19,43 +18,6 @@ const WARMUP_MS = 2000;
 const MEASURE_MS = 10_000;
 const IDLE_CONNECTIONS = 2000;
 const IDLE_ROOM_SIZE = 100;
-
-interface Child {
-  port: number;
-  call<T>(msg: Record<string, unknown>): Promise<T>;
-  stop(): Promise<void>;
-}
-
-async function startChild(script: string, env: Record<string, string | undefined>): Promise<Child> {
-  const child: ChildProcess = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', script], {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
-  });
-  const lines = readline.createInterface({ input: child.stdout! });
-  const [line] = await once(lines, 'line');
-  const { port } = JSON.parse(String(line)) as { port: number };
-  let nextId = 1;
-  const pending = new Map<number, (v: any) => void>();
-  child.on('message', (m: any) => {
-    pending.get(m.id)?.(m);
-    pending.delete(m.id);
-  });
-  return {
-    port,
-    call: (msg) =>
-      new Promise((resolve) => {
-        const id = nextId++;
-        pending.set(id, resolve);
-        child.send({ ...msg, id });
-      }),
-    async stop() {
-      const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      await exited;
-    },
-  };
-}
 
 interface Target {
   /** Opens `count` sockets in `room`, ready to send (joined, for Svc). */
@@ -77,26 +39,14 @@ async function openAll(urls: string[], ready: (ws: WebSocket) => Promise<void>) 
   return sockets;
 }
 
-function svcTarget(child: Child): Target {
+function svcTarget(child: WsChild): Target {
   return {
     async open(room, count) {
       const { tokens } = await child.call<{ tokens: string[] }>({ cmd: 'tokens', room, count });
       const urls = tokens.map(
         (t) => `ws://127.0.0.1:${child.port}/v1/realtime/ws?access_token=${t}`,
       );
-      return openAll(urls, async (ws) => {
-        const joined = new Promise<void>((resolve) => {
-          const onMessage = (raw: Buffer) => {
-            if (raw.toString().startsWith('{"type":"session.joined"')) {
-              ws.off('message', onMessage);
-              resolve();
-            }
-          };
-          ws.on('message', onMessage);
-        });
-        ws.send('{"id":"join","type":"session.join"}');
-        await joined;
-      });
+      return openAll(urls, joinSession);
     },
     send(ws, id, text) {
       ws.send(`{"id":"${id}","type":"message.send","data":{"message":"${text}"}}`);
@@ -104,7 +54,7 @@ function svcTarget(child: Child): Target {
   };
 }
 
-function bareTarget(child: Child): Target {
+function bareTarget(child: WsChild): Target {
   return {
     open: (_room, count) =>
       openAll(
@@ -171,7 +121,7 @@ async function fanOut(target: Target, room: string): Promise<FanOut> {
 }
 
 /** Server memory (RSS) added per idle connection, after a full GC on both sides of the measure. */
-async function memoryPerConnection(child: Child, target: Target, prefix: string) {
+async function memoryPerConnection(child: WsChild, target: Target, prefix: string) {
   const before = (await child.call<{ memory: NodeJS.MemoryUsage }>({ cmd: 'memory' })).memory;
   const sockets: WebSocket[] = [];
   for (let r = 0; r < IDLE_CONNECTIONS / IDLE_ROOM_SIZE; r++) {
@@ -189,7 +139,7 @@ async function memoryPerConnection(child: Child, target: Target, prefix: string)
 export async function run(): Promise<string> {
   const rows: string[] = [];
   const memRows: string[] = [];
-  const bare = await startChild('bench/realtime-bare.ts', {});
+  const bare = await startWsChild('bench/realtime-bare.ts', {});
   let baseline: FanOut;
   try {
     baseline = await fanOut(bareTarget(bare), 'bare');
@@ -209,7 +159,7 @@ export async function run(): Promise<string> {
   if (process.env.REDIS_URL)
     variants.push(['Svc, Redis', { REDIS_URL: process.env.REDIS_URL, DATABASE_URL: '' }]);
   for (const [name, env] of variants) {
-    const svc = await startChild('bench/realtime-server.ts', env);
+    const svc = await startWsChild('bench/realtime-server.ts', env);
     try {
       const r = await fanOut(svcTarget(svc), 'fanout');
       const ratio = r.deliveredPerSec / baseline.deliveredPerSec;

@@ -117,6 +117,31 @@ export class ProjectService {
     return this.get(id);
   }
 
+  /**
+   * Rewrites one product's part of every project's settings for which `rewrite` returns a new
+   * value (null leaves it), without a validator: a product's own upkeep, such as sealing stored
+   * secrets again under the current server secret. A project is written only if its settings
+   * are unchanged since they were read, so a PATCH meanwhile wins. Resolves with the number of
+   * projects rewritten.
+   */
+  async rewriteSettings(product: string, rewrite: (value: unknown) => unknown): Promise<number> {
+    const rows = await this.store.db.selectFrom('projects').select(['id', 'settings']).execute();
+    let rewritten = 0;
+    for (const row of rows) {
+      const settings = json<Record<string, unknown>>(row.settings);
+      const next = settings[product] === undefined ? null : rewrite(settings[product]);
+      if (next === null || next === undefined) continue;
+      const result = await this.store.db
+        .updateTable('projects')
+        .set({ settings: JSON.stringify({ ...settings, [product]: next }) })
+        .where('id', '=', row.id)
+        .where('settings', '=', row.settings)
+        .executeTakeFirst();
+      rewritten += Number(result.numUpdatedRows);
+    }
+    return rewritten;
+  }
+
   /** Deletes the project and, by cascade, its keys. */
   async delete(id: string): Promise<void> {
     const result = await this.store.db

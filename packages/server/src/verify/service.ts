@@ -98,28 +98,13 @@ export class VerifyService {
    * unchanged since they were read (a PATCH meanwhile wins).
    */
   async sealStoredCredentials() {
-    const rows = await this.db
-      .selectFrom('projects')
-      .select(['id', 'settings'])
-      .where('settings', 'like', '%authTokenEncrypted%')
-      .execute();
-    for (const row of rows) {
-      const settings = JSON.parse(row.settings) as {
-        verify?: { sender?: { authTokenEncrypted?: string } };
-      };
-      const sender = settings.verify?.sender;
-      const resealed = sender?.authTokenEncrypted
-        ? this.secrets.resealed(sender.authTokenEncrypted)
-        : null;
-      if (!sender || !resealed) continue;
-      sender.authTokenEncrypted = resealed;
-      await this.db
-        .updateTable('projects')
-        .set({ settings: JSON.stringify(settings) })
-        .where('id', '=', row.id)
-        .where('settings', '=', row.settings)
-        .execute();
-    }
+    await this.svc.projects.rewriteSettings('verify', (value) => {
+      const verify = value as { sender?: { authTokenEncrypted?: string } };
+      const sealed = verify.sender?.authTokenEncrypted;
+      const resealed = sealed ? this.secrets.resealed(sealed) : null;
+      if (!resealed) return null;
+      return { ...verify, sender: { ...verify.sender, authTokenEncrypted: resealed } };
+    });
   }
 
   /** The validator registered for `settings.verify`. */

@@ -188,9 +188,13 @@ describe('recordings of several publishers', { skip: skip ?? false, timeout: 180
     assert.equal(audio.length, 1);
     assert.equal(video[0]!.codec_name, 'h264');
     assert.deepEqual([video[0]!.width, video[0]!.height], [1280, 720]);
+    // The file spans the recording: it starts within half a second of the start request's answer
+    // and may run on past the stop request for as long as the SFU keeps writing before the stop
+    // takes effect (up to about a second on a loaded machine).
     const duration = Number(p.format.duration);
+    const recorded = (stopAt - t0) / 1000;
     assert.ok(
-      Math.abs(duration - (stopAt - t0) / 1000) < 0.5,
+      duration > recorded - 0.5 && duration < recorded + 1.5,
       `${duration} s vs ${stopAt - t0} ms`,
     );
     // While both cameras are on, two tiles side by side (640 wide each): both outer edges

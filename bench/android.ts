@@ -153,9 +153,12 @@ function kotlin(server: Awaited<ReturnType<typeof startServer>>): Result {
     mvn('-pl', 'sdk', '-am', 'test-compile');
   }
   const cpFile = path.join(sdk, 'target', 'bench.classpath');
+  // -am with generate-resources: aar-deps attaches its unpacked AAR jars there (they are in no repository)
   mvn(
     '-pl',
     'sdk',
+    '-am',
+    'generate-resources',
     'dependency:build-classpath',
     '-Dmdep.includeScope=test',
     `-Dmdep.outputFile=${cpFile}`,

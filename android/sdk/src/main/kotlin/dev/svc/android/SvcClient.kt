@@ -185,6 +185,7 @@ public class SvcClient internal constructor(
 
     @Volatile private var failure: SvcException? = null
     private var engine: MediaEngine? = null
+
     @Volatile private var run: Run? = null
 
     /** The connection state. */
@@ -395,7 +396,9 @@ public class SvcClient internal constructor(
         var lastSeq: Long = 0
         var departureGraceMs: Long = 0
         var droppedAt: Long = 0
+
         @Volatile var ended = false
+
         var endReason: SvcLeaveReason? = null
         var heartbeat: Job? = null
         var reconnect: Job? = null

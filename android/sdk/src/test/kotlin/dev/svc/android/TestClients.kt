@@ -13,8 +13,9 @@ import kotlinx.coroutines.withTimeout
 class GrantedPlatform(override val packageName: String? = "dev.svc.android.test") : Platform {
     override fun missingPermissions(permissions: List<String>): List<String> = emptyList()
 
-    override val callbackDispatcher: CoroutineDispatcher =
-        Executors.newSingleThreadScheduledExecutor { r -> Thread(r, "svc-test-callbacks").apply { isDaemon = true } }.asCoroutineDispatcher()
+    override val callbackDispatcher: CoroutineDispatcher = Executors.newSingleThreadScheduledExecutor { r ->
+        Thread(r, "svc-test-callbacks").apply { isDaemon = true }
+    }.asCoroutineDispatcher()
 }
 
 /** What a client's handlers reported, in order. */

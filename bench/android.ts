@@ -153,9 +153,12 @@ function kotlin(server: Awaited<ReturnType<typeof startServer>>): Result {
     mvn('-pl', 'sdk', '-am', 'test-compile');
   }
   const cpFile = path.join(sdk, 'target', 'bench.classpath');
+  // -am with generate-resources: aar-deps attaches its unpacked AAR jars there (they are in no repository)
   mvn(
     '-pl',
     'sdk',
+    '-am',
+    'generate-resources',
     'dependency:build-classpath',
     '-Dmdep.includeScope=test',
     `-Dmdep.outputFile=${cpFile}`,
@@ -187,7 +190,7 @@ export async function run(): Promise<string> {
     return [
       '## Android (Kotlin JVM client) vs @svc/client',
       '',
-      `One server (embedded default, media off). Connect: ${CONNECTS} clients, each a new room; round trip: ${MESSAGES} messages after ${WARMUP} warm-up, one per ${PACE_MS} ms at most (the server's rate limit); memory: ${IDLE_CLIENTS} connected clients in one room (Kotlin: JVM heap, each client with its own OkHttpClient; TypeScript: V8 heap). Target: Kotlin ≤ 1.2 × TypeScript.`,
+      `One server (embedded default, media off). Connect: ${CONNECTS} clients, each a new room; round trip: ${MESSAGES} messages after ${WARMUP} warm-up, one per ${PACE_MS} ms at most (the server's rate limit); memory: ${IDLE_CLIENTS} connected clients in one room (Kotlin: live JVM heap after a full GC, the clients sharing the process's OkHttp client; TypeScript: V8 heap after gc()). Each side measures from one thread that its clients' handlers also run on (Kotlin: a main-thread-like executor; TypeScript: the event loop). Target: Kotlin ≤ 1.2 × TypeScript.`,
       '',
       '| | Kotlin | TypeScript | Kotlin / TS |',
       '| --- | --- | --- | --- |',

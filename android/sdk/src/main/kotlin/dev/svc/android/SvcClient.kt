@@ -10,6 +10,7 @@ import dev.svc.android.internal.ChannelClose
 import dev.svc.android.internal.CloseCodes
 import dev.svc.android.internal.ControllerMirror
 import dev.svc.android.internal.EventFrame
+import dev.svc.android.internal.LockedDispatcher
 import dev.svc.android.internal.MediaEngine
 import dev.svc.android.internal.MediaMutedData
 import dev.svc.android.internal.MediaSession
@@ -30,6 +31,7 @@ import dev.svc.android.internal.SendMessageResult
 import dev.svc.android.internal.ServerFrame
 import dev.svc.android.internal.SessionResumeData
 import dev.svc.android.internal.SessionResumedData
+import dev.svc.android.internal.SharedHttp
 import dev.svc.android.internal.SignalChannel
 import dev.svc.android.internal.UpdateMetadataData
 import dev.svc.android.internal.WireJson
@@ -78,14 +80,24 @@ import okhttp3.OkHttpClient
  * ```
  *
  * Handlers are properties; set them before [connect]. They run on the main thread, one at a time, in the
- * order of [events]; a handler that throws does not disturb the client. The client owns its OkHttp
- * client and a background scope; call [close] when the app no longer needs it.
+ * order of [events]; a handler that throws does not disturb the client. Every client of the process shares
+ * one OkHttp client (its connection pool and threads); call [close] when the app no longer needs a client.
+ *
+ * Threading (internal): the client's state (the current run, room, controller mirror, media session) is
+ * guarded by one lock. Incoming frames are parsed and applied on OkHttp's reader thread of the socket,
+ * holding the lock, in the socket's order; only the app's handlers go to the main thread (one launch per
+ * event on a FIFO dispatcher, so in the same order). Longer work (connect, reconnection, media
+ * negotiation) runs on a serial dispatcher whose every task holds the same lock, so each stretch between
+ * two suspension points is atomic with respect to frames. Requests (messages, controller calls) do not
+ * take the lock: they send under the channel's own lock and wait without any, resuming on their
+ * caller's dispatcher (see SignalChannel). Nothing waits while holding a lock, and the app's handlers
+ * never run under one.
  */
 public class SvcClient internal constructor(
     /** How the client reaches the server. */
     public val config: SvcConfig,
     private val platform: Platform,
-    http: OkHttpClient,
+    http: OkHttpClient = SharedHttp.client,
     private val mediaEngineFactory: () -> MediaEngine,
     private val random: Random = Random.Default,
 ) {
@@ -96,7 +108,7 @@ public class SvcClient internal constructor(
     public constructor(context: Context, config: SvcConfig) : this(
         config,
         AndroidPlatform(context),
-        OkHttpClient(),
+        SharedHttp.client,
         { AndroidMediaEngine(context) },
     )
 
@@ -133,8 +145,11 @@ public class SvcClient internal constructor(
     /** A host changed the room's metadata. */
     public var onRoomMetadataChanged: ((metadata: String?) -> Unit)? = null
 
+    /** Guards the client's state; held by frame handling (reader threads) and by every [serial] task. */
+    private val lock = Any()
+
     @OptIn(ExperimentalCoroutinesApi::class)
-    private val serial = Dispatchers.Default.limitedParallelism(1)
+    private val serial = LockedDispatcher(lock, Dispatchers.Default.limitedParallelism(1))
     private val scope = CoroutineScope(SupervisorJob() + serial)
     private val callbacks = CoroutineScope(SupervisorJob() + platform.callbackDispatcher)
 
@@ -170,7 +185,8 @@ public class SvcClient internal constructor(
 
     @Volatile private var failure: SvcException? = null
     private var engine: MediaEngine? = null
-    private var run: Run? = null
+
+    @Volatile private var run: Run? = null
 
     /** The connection state. */
     public val connectionState: StateFlow<SvcConnectionState> = mutableState.asStateFlow()
@@ -353,7 +369,11 @@ public class SvcClient internal constructor(
         withContext(serial + NonCancellable) { leave() }
     }
 
-    /** Disconnects and releases the client's threads and connections; the client is unusable afterwards. */
+    /**
+     * Disconnects and releases the client's media engine and background work; the client is unusable
+     * afterwards. The process's shared OkHttp pool keeps idle connections for other clients (evicted after
+     * 5 minutes) and its idle threads end by themselves.
+     */
     public suspend fun close() {
         disconnect()
         withContext(serial) {
@@ -361,22 +381,24 @@ public class SvcClient internal constructor(
             engine = null
         }
         scope.coroutineContext[Job]?.cancel()
-        http.dispatcher.executorService.shutdown()
-        http.connectionPool.evictAll()
     }
 
     // ---- Internals --------------------------------------------------------------------------------
 
-    /** One [connect] and everything until the client leaves that room. Touched on [serial] only. */
+    /** One [connect] and everything until the client leaves that room. Touched holding [lock] only. */
     private class Run(val options: SvcRoomOptions) {
         var token: SvcTokenResponse? = null
-        var channel: SignalChannel? = null
+
+        /** Also read without [lock] by requests (volatile, as [ended] and the client's `run`). */
+        @Volatile var channel: SignalChannel? = null
         var sessionId: String? = null
         var resumeToken: String? = null
         var lastSeq: Long = 0
         var departureGraceMs: Long = 0
         var droppedAt: Long = 0
-        var ended = false
+
+        @Volatile var ended = false
+
         var endReason: SvcLeaveReason? = null
         var heartbeat: Job? = null
         var reconnect: Job? = null
@@ -460,7 +482,7 @@ public class SvcClient internal constructor(
         channel = SignalChannel(
             http,
             config.requestTimeoutMs,
-            scope,
+            lock,
             onFrame = { frame ->
                 if (r.channel === channel && !r.ended) {
                     onFrame(r, frame, outcome) { handshakeTimer.cancel() }
@@ -781,19 +803,21 @@ public class SvcClient internal constructor(
         )
     }
 
-    private suspend fun request(r: Run, type: String, data: JsonElement): JsonObject = withContext(serial) {
+    /**
+     * A request on [r]'s channel, from any dispatcher, without taking [lock] (a main-thread caller must not
+     * wait for media work that holds it): the channel checks that it is open and sends under its own lock.
+     */
+    private suspend fun request(r: Run, type: String, data: JsonElement): JsonObject {
         val channel = r.channel
-        if (channel == null || !channel.isOpen || r.ended) {
-            throw SvcException("not_connected", "Not connected to the room (reconnecting or disconnected)")
-        }
-        channel.request(type, data)
+        if (channel == null || r.ended) throw notConnected()
+        return channel.request(type, data, ::notConnected)
     }
 
     /** A controller request on the current room's connection. */
-    internal suspend fun controllerRequest(type: String, data: JsonElement): JsonObject = withContext(serial) {
+    internal suspend fun controllerRequest(type: String, data: JsonElement): JsonObject {
         val r = run
         if (r == null || currentRoom == null) throw SvcException("not_connected", "Connect to a room first")
-        request(r, type, data)
+        return request(r, type, data)
     }
 
     /**
@@ -803,7 +827,7 @@ public class SvcClient internal constructor(
     internal suspend fun <T> answerInvitation(options: SvcRoomOptions, type: String, serializer: KSerializer<T>, data: T) {
         val token = getToken(options)
         withContext(serial) {
-            val channel = SignalChannel(http, config.requestTimeoutMs, scope, onFrame = {}, onClose = {})
+            val channel = SignalChannel(http, config.requestTimeoutMs, lock, onFrame = {}, onClose = {})
             try {
                 channel.open(rewriteUrl(token.wsUrl))
                 channel.request(type, WireJson.encodeToJsonElement(serializer, data))
@@ -899,6 +923,8 @@ public class SvcClient internal constructor(
             }
             return CLOSE_REASONS[close.closeCode] ?: if (close.closeCode >= 4000) SvcLeaveReason.DISCONNECTED else null
         }
+
+        fun notConnected() = SvcException("not_connected", "Not connected to the room (reconnecting or disconnected)")
 
         fun asSvc(e: Throwable): SvcException = e as? SvcException ?: SvcException("network_error", e.message ?: e.toString(), cause = e)
 

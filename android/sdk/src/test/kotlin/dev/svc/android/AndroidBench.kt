@@ -1,11 +1,12 @@
 package dev.svc.android
 
+import java.lang.management.ManagementFactory
+import java.lang.management.MemoryType
 import java.util.concurrent.ConcurrentHashMap
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.delay
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
-import okhttp3.OkHttpClient
 
 /**
  * The Kotlin half of `npm run bench -- android` (bench/android.ts runs the TypeScript half against the
@@ -19,27 +20,37 @@ object AndroidBench {
     private const val IDLE_CLIENTS = 100
     private const val PACE_MS = 25.0
 
+    /**
+     * Handlers of every client run on this one thread, and so does the measuring coroutine: as in an app,
+     * where a coroutine of the main thread sends and the handlers run there too (and as in Node, where
+     * the TypeScript half runs on one event loop).
+     */
+    private val platform = GrantedPlatform()
+
+    /** A client as the public constructor makes it: the process's shared OkHttp client. */
     private fun client(args: Array<String>) = SvcClient(
         SvcConfig(args[1], args[2], baseUrl = args[0], heartbeatIntervalMs = 0),
-        GrantedPlatform(),
-        OkHttpClient(),
-        { throw AssertionError("no media in the benchmark") },
+        platform,
+        mediaEngineFactory = { throw AssertionError("no media in the benchmark") },
     )
 
     private fun percentile(values: List<Double>, p: Double): Double = values.sorted().let { it[((it.size - 1) * p).toInt()] }
 
+    /**
+     * The live heap: what the heap's pools held right after a full collection (Node's `heapUsed` after
+     * `gc()` likewise counts objects). `totalMemory - freeMemory` would also count the allocation buffers
+     * that threads take between the collection and the reading.
+     */
     private fun heapUsed(): Long {
-        repeat(3) {
-            System.gc()
-            Thread.sleep(50)
-        }
-        val rt = Runtime.getRuntime()
-        return rt.totalMemory() - rt.freeMemory()
+        repeat(2) { System.gc() }
+        return ManagementFactory.getMemoryPoolMXBeans()
+            .filter { it.type == MemoryType.HEAP }
+            .sumOf { it.collectionUsage?.used ?: 0L }
     }
 
     @JvmStatic
     fun main(args: Array<String>) {
-        runBlocking { measure(args) }
+        runBlocking(platform.callbackDispatcher) { measure(args) }
         kotlin.system.exitProcess(0)
     }
 
@@ -73,7 +84,7 @@ object AndroidBench {
         }.drop(WARMUP)
         c.close()
 
-        // heap per connected client (each with its own OkHttpClient, as separate apps would have)
+        // heap per connected client (all in one room, so each also holds everyone's participant record)
         val before = heapUsed()
         val idle = (1..IDLE_CLIENTS).map { i -> client(args).also { it.connect(roomOptions("bench-kt-idle-$tag", "idle$i")) } }
         val perClient = (heapUsed() - before) / IDLE_CLIENTS

@@ -22,6 +22,9 @@ import dev.onvoid.webrtc.SetSessionDescriptionObserver
 import dev.onvoid.webrtc.media.MediaStreamTrack
 import dev.onvoid.webrtc.media.audio.AudioOptions
 import dev.onvoid.webrtc.media.audio.HeadlessAudioDeviceModule
+import dev.onvoid.webrtc.media.video.CustomVideoSource
+import dev.onvoid.webrtc.media.video.NativeI420Buffer
+import dev.onvoid.webrtc.media.video.VideoFrame
 import dev.svc.android.internal.IceCandidate
 import dev.svc.android.internal.LocalTrack
 import dev.svc.android.internal.MediaEngine
@@ -34,7 +37,7 @@ import kotlinx.coroutines.CompletableDeferred
 /**
  * The desktop engine for JVM tests: `dev.onvoid.webrtc` (libwebrtc over JNI) with a headless audio
  * device (its recording thread captures the microphone track; a CustomAudioSource pushed from a
- * thread of ours would race with it inside libwebrtc). Negotiation is the library's own ([dev.svc.android.internal.MediaSession]).
+ * thread of ours would race with it inside libwebrtc) and a generated camera. Negotiation is the library's own ([dev.svc.android.internal.MediaSession]).
  */
 internal class JvmMediaEngine : MediaEngine {
     private val adm = HeadlessAudioDeviceModule()
@@ -78,7 +81,8 @@ internal class JvmMediaEngine : MediaEngine {
     }
 
     override fun createLocalTrack(source: SvcTrackSource, screenCapture: Any?): LocalTrack {
-        if (source != SvcTrackSource.MICROPHONE) throw SvcException("media_device_not_found", "The JVM test engine captures audio only")
+        if (source == SvcTrackSource.CAMERA) return generatedCamera()
+        if (source != SvcTrackSource.MICROPHONE) throw SvcException("media_device_not_found", "The JVM test engine has no screen")
         // The headless audio device records on its own thread: the track is a real capture path.
         val audioSource = factory.createAudioSource(AudioOptions())
         val track = factory.createAudioTrack("mic-${System.nanoTime()}", audioSource)
@@ -92,11 +96,61 @@ internal class JvmMediaEngine : MediaEngine {
         }
     }
 
+    /**
+     * A camera without a camera: a CustomVideoSource fed by a thread of ours with generated I420 frames
+     * ([VIDEO_WIDTH]×[VIDEO_HEIGHT], [VIDEO_FPS] fps; a bar that moves every frame, so the encoder has
+     * real changes to send). Disposing the track stops the thread.
+     */
+    private fun generatedCamera(): LocalTrack {
+        val videoSource = CustomVideoSource()
+        val track = factory.createVideoTrack("camera-${System.nanoTime()}", videoSource)
+        val feeder = Thread({
+            var n = 0
+            try {
+                while (!Thread.currentThread().isInterrupted) {
+                    val buffer = NativeI420Buffer.allocate(VIDEO_WIDTH, VIDEO_HEIGHT)
+                    val y = buffer.dataY
+                    for (row in 0 until VIDEO_HEIGHT) {
+                        for (col in 0 until VIDEO_WIDTH) {
+                            y.put(row * buffer.strideY + col, if ((col + n * 4) % VIDEO_WIDTH < 32) 235.toByte() else 16.toByte())
+                        }
+                    }
+                    for (plane in listOf(buffer.dataU, buffer.dataV)) {
+                        for (i in 0 until plane.capacity()) plane.put(i, 128.toByte())
+                    }
+                    val frame = VideoFrame(buffer, System.nanoTime())
+                    videoSource.pushFrame(frame)
+                    frame.release()
+                    n++
+                    Thread.sleep(1000L / VIDEO_FPS)
+                }
+            } catch (_: InterruptedException) {
+                // disposed
+            }
+        }, "jvm-camera").apply { isDaemon = true }
+        feeder.start()
+        return object : LocalTrack {
+            override val source = SvcTrackSource.CAMERA
+            override val native: Any = track
+
+            override fun dispose() {
+                feeder.interrupt()
+                feeder.join(2_000)
+            }
+        }
+    }
+
     /** The RTP statistics of every PeerConnection of this engine (`inbound-rtp`, `outbound-rtp`…). */
     suspend fun stats(): List<RTCStats> = peers.flatMap { pc ->
         val report = CompletableDeferred<RTCStatsReport>()
         pc.getStats { report.complete(it) }
         report.await().stats.values
+    }
+
+    companion object {
+        const val VIDEO_WIDTH = 320
+        const val VIDEO_HEIGHT = 240
+        const val VIDEO_FPS = 15
     }
 
     override fun close() {

@@ -1,6 +1,8 @@
 package dev.svc.android
 
 import dev.onvoid.webrtc.media.audio.AudioTrack
+import dev.onvoid.webrtc.media.video.VideoTrack
+import dev.onvoid.webrtc.media.video.VideoTrackSink
 import java.io.File
 import kotlinx.coroutines.delay
 import kotlinx.coroutines.runBlocking
@@ -17,7 +19,8 @@ import org.junit.jupiter.api.TestInstance
 import org.junit.jupiter.api.assertThrows
 
 /**
- * Real media: two Kotlin clients publish their microphones (libwebrtc's headless audio device) through
+ * Real media: two Kotlin clients publish their microphones (libwebrtc's headless audio device) and a
+ * generated camera through
  * the Svc server and its embedded Janus, subscribe to each other, and receive and decode each other's audio. Janus gathers ICE on every
  * interface and the JVM's libwebrtc on the non-loopback ones, so media stays on this machine.
  */
@@ -142,6 +145,46 @@ class MediaTest {
             }
             assertEquals("OggS", String(bytes, 0, 4, Charsets.US_ASCII))
             assertEquals(info.size, bytes.size.toLong())
+        }
+    }
+
+    @Test
+    fun `a camera published through Janus is received and decoded by the other client`() = runBlocking {
+        val name = uniqueRoom("video")
+        val aliceEngine = JvmMediaEngine()
+        val bobEngine = JvmMediaEngine()
+        TestClient(server, media = { aliceEngine }).use { alice ->
+            TestClient(server, media = { bobEngine }).use { bob ->
+                alice.client.connect(roomOptions(name, "alice"))
+                bob.client.connect(roomOptions(name, "bob"))
+                alice.client.enableCamera()
+                bob.waitUntil(description = "alice's camera started") { e ->
+                    e.any { it is Seen.MediaStarted && it.track.userId == "alice" }
+                }
+                val track = bob.of<Seen.MediaStarted>().first { it.track.userId == "alice" }.track
+                assertEquals(SvcTrackKind.VIDEO, track.kind)
+                assertEquals(SvcTrackSource.CAMERA, track.source)
+                withTimeout(20_000) { while (bob.client.remoteMediaTrack(track.trackId) == null) delay(50) }
+                val video = bob.client.remoteMediaTrack(track.trackId) as VideoTrack
+                // Frames reach bob's sink decoded, at the size alice's source generates.
+                val sizes = java.util.concurrent.ConcurrentLinkedQueue<Pair<Int, Int>>()
+                val sink = VideoTrackSink { frame -> sizes += frame.buffer.width to frame.buffer.height }
+                video.addSink(sink)
+                try {
+                    withTimeout(30_000) { while (sizes.size < 30) delay(100) }
+                } finally {
+                    video.removeSink(sink)
+                }
+                assertTrue(sizes.any { it == JvmMediaEngine.VIDEO_WIDTH to JvmMediaEngine.VIDEO_HEIGHT }, "frame sizes ${sizes.toSet()}")
+                assertTrue(inbound(bobEngine, "framesDecoded") >= 30, "bob decoded alice's video")
+                assertTrue(outbound(aliceEngine, "framesEncoded") >= 30, "alice encoded her camera")
+                println("media: bob decoded ${inbound(bobEngine, "framesDecoded")} video frames, sizes ${sizes.toSet()}")
+
+                alice.client.disableCamera()
+                bob.waitUntil(description = "alice's camera stopped") { e ->
+                    e.any { it is Seen.MediaStopped && it.track.userId == "alice" }
+                }
+            }
         }
     }
 

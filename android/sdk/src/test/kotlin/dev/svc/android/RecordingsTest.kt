@@ -7,7 +7,6 @@ import java.util.concurrent.CopyOnWriteArrayList
 import kotlinx.coroutines.flow.first
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
-import okhttp3.OkHttpClient
 import org.junit.jupiter.api.AfterEach
 import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertNull
@@ -70,8 +69,7 @@ class RecordingsTest {
     private val client = SvcClient(
         SvcConfig("prj_1", "svc_sk_test", baseUrl = "http://127.0.0.1:${http.address.port}"),
         GrantedPlatform(),
-        OkHttpClient(),
-        { throw AssertionError("no media") },
+        mediaEngineFactory = { throw AssertionError("no media") },
     )
 
     @AfterEach

@@ -8,14 +8,14 @@ import kotlinx.coroutines.flow.MutableStateFlow
 import kotlinx.coroutines.flow.first
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
-import okhttp3.OkHttpClient
 
-/** A device that granted every permission; handlers run on one thread of their own, as on a main thread. */
+/** A device that granted every permission; handlers run on one thread of their own (with its own timers), as on a main thread. */
 class GrantedPlatform(override val packageName: String? = "dev.svc.android.test") : Platform {
     override fun missingPermissions(permissions: List<String>): List<String> = emptyList()
 
-    override val callbackDispatcher: CoroutineDispatcher =
-        Executors.newSingleThreadExecutor { r -> Thread(r, "svc-test-callbacks").apply { isDaemon = true } }.asCoroutineDispatcher()
+    override val callbackDispatcher: CoroutineDispatcher = Executors.newSingleThreadScheduledExecutor { r ->
+        Thread(r, "svc-test-callbacks").apply { isDaemon = true }
+    }.asCoroutineDispatcher()
 }
 
 /** What a client's handlers reported, in order. */
@@ -62,8 +62,7 @@ internal class TestClient(
             heartbeatIntervalMs = 0,
         ),
         GrantedPlatform(),
-        OkHttpClient(),
-        media,
+        mediaEngineFactory = media,
     )
     private val seen = MutableStateFlow<List<Seen>>(emptyList())
 

@@ -17,7 +17,7 @@ import kotlinx.serialization.json.JsonObject
 
 /**
  * The client's mirror of its room's controller state: set from the join snapshot, changed by each
- * controller room event in the room's order (called on the client's serial dispatcher), reset when the
+ * controller room event in the room's order (called holding the client's state lock), reset when the
  * client leaves. Nothing here decides a rule; it only applies what the server said.
  */
 internal class ControllerMirror(

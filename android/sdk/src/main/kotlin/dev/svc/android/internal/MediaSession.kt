@@ -13,7 +13,8 @@ import kotlinx.serialization.json.JsonObject
  * The media negotiation of one room connection (docs/realtime-protocol.md §8), shared by every
  * [MediaEngine]: publish a source (client offer → server answer), subscribe to a track (server offer →
  * client answer), trickle ICE both ways, and the renegotiation after a full rejoin or an engine restart.
- * Runs on the client's serial dispatcher ([scope]); engine callbacks are posted there.
+ * Runs holding the client's state lock: on its serial dispatcher ([scope]), whose tasks hold it, or from
+ * frame handling on the socket's reader thread ([onServerCandidate]); engine callbacks are posted to [scope].
  */
 internal class MediaSession(
     private val engineProvider: () -> MediaEngine,

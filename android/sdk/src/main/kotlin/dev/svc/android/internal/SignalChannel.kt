@@ -2,9 +2,6 @@ package dev.svc.android.internal
 
 import dev.svc.android.SvcException
 import kotlinx.coroutines.CompletableDeferred
-import kotlinx.coroutines.CoroutineScope
-import kotlinx.coroutines.channels.Channel
-import kotlinx.coroutines.launch
 import kotlinx.coroutines.withTimeoutOrNull
 import kotlinx.serialization.SerializationException
 import kotlinx.serialization.json.JsonElement
@@ -63,34 +60,39 @@ internal fun errorOfClose(close: ChannelClose): SvcException {
 /**
  * One signaling WebSocket: sends `{id, type, data}` requests and matches their `ack`/`error`/`pong`,
  * hands every other frame to [onFrame] in arrival order, and reports the end once through [onClose].
- * OkHttp's callbacks are queued and handled by one coroutine in [scope], whose dispatcher must run one
- * task at a time; every method is called from that dispatcher.
+ *
+ * Threading. OkHttp's reader thread of this socket parses each frame (outside any lock) and handles it
+ * right there: an answer completes its request (under this channel's own small lock), any other frame
+ * goes to [onFrame] holding the owner's [lock]. The end (closing, closed, failure), whichever thread
+ * OkHttp reports it on, is handled holding [lock] too. So [onFrame] and [onClose] run holding [lock],
+ * one at a time, in the socket's order. [request] may be called from any thread or coroutine and never
+ * takes [lock]: it registers and sends under the channel's lock and waits without any, so a caller on
+ * the main thread neither blocks behind work that holds [lock] nor hops threads to resume. Lock order:
+ * [lock], then the channel's lock, never the reverse; OkHttp calls its listeners outside its own locks
+ * and no lock is held while waiting, so none of them can deadlock.
  */
 internal class SignalChannel(
     private val http: OkHttpClient,
     private val requestTimeoutMs: Long,
-    private val scope: CoroutineScope,
+    /** The owner's state lock; frames and the close are handled holding it. */
+    private val lock: Any,
     private val onFrame: (ServerFrame) -> Unit,
     private val onClose: (ChannelClose) -> Unit,
 ) {
-    private sealed interface Incoming {
-        object Open : Incoming
-
-        class Text(val text: String) : Incoming
-
-        class Closed(val code: Int) : Incoming
-    }
-
-    private val inbox = Channel<Incoming>(Channel.UNLIMITED)
+    /** Guards [socket], [nextId], [pending], [closeError] and the writes of [closed]. */
+    private val requests = Any()
     private var socket: WebSocket? = null
     private val opened = CompletableDeferred<Unit>()
     private var nextId = 1
     private val pending = HashMap<String, CompletableDeferred<JsonObject>>()
-    private var lastError: ErrorFrame? = null
-    private var sessionClosed: SessionClosedData? = null
     private var closeError: SvcException? = null
 
+    /** Read and written holding [lock] only. */
+    private var lastError: ErrorFrame? = null
+    private var sessionClosed: SessionClosedData? = null
+
     /** True once the channel has ended (closed, failed or abandoned). */
+    @Volatile
     var closed: Boolean = false
         private set
 
@@ -103,121 +105,121 @@ internal class SignalChannel(
         } catch (e: IllegalArgumentException) {
             throw SvcException("invalid_response", "Bad wsUrl: $url", cause = e)
         }
-        socket = http.newWebSocket(
-            request,
-            object : WebSocketListener() {
-                override fun onOpen(webSocket: WebSocket, response: Response) {
-                    inbox.trySend(Incoming.Open)
-                }
-
-                override fun onMessage(webSocket: WebSocket, text: String) {
-                    inbox.trySend(Incoming.Text(text))
-                }
-
-                override fun onClosing(webSocket: WebSocket, code: Int, reason: String) {
-                    webSocket.close(code, null)
-                    inbox.trySend(Incoming.Closed(code))
-                }
-
-                override fun onClosed(webSocket: WebSocket, code: Int, reason: String) {
-                    inbox.trySend(Incoming.Closed(code))
-                }
-
-                override fun onFailure(webSocket: WebSocket, t: Throwable, response: Response?) {
-                    inbox.trySend(Incoming.Closed(ABNORMAL))
-                }
-            },
-        )
-        scope.launch {
-            for (item in inbox) {
-                when (item) {
-                    Incoming.Open -> opened.complete(Unit)
-                    is Incoming.Text -> receive(item.text)
-                    is Incoming.Closed -> finish(item.code)
-                }
-                if (closed) break
+        val listener = object : WebSocketListener() {
+            override fun onOpen(webSocket: WebSocket, response: Response) {
+                opened.complete(Unit)
             }
+
+            override fun onMessage(webSocket: WebSocket, text: String) {
+                val frame = parse(text) ?: return
+                if (answer(frame)) return
+                synchronized(lock) { if (!closed) receive(frame) }
+            }
+
+            override fun onClosing(webSocket: WebSocket, code: Int, reason: String) {
+                webSocket.close(code, null)
+                synchronized(lock) { finish(code) }
+            }
+
+            override fun onClosed(webSocket: WebSocket, code: Int, reason: String) {
+                synchronized(lock) { finish(code) }
+            }
+
+            override fun onFailure(webSocket: WebSocket, t: Throwable, response: Response?) {
+                synchronized(lock) { finish(ABNORMAL) }
+            }
+        }
+        synchronized(requests) {
+            closeError?.let { throw it }
+            socket = http.newWebSocket(request, listener)
         }
         opened.await()
     }
 
-    /** Sends a request; returns the ack's data, throws the error frame's code as [SvcException]. */
-    suspend fun request(type: String, data: JsonElement = JsonObject(emptyMap())): JsonObject {
-        closeError?.let { throw it }
-        val ws = socket
-        if (closed || ws == null || !opened.isCompleted) throw SvcException("connection_closed", "The signaling channel is closed")
-        val id = (nextId++).toString()
+    /**
+     * Sends a request; returns the ack's data, throws the error frame's code as [SvcException]. When the
+     * channel is not open it throws [notOpen] if given, else the close's error (or `connection_closed`).
+     */
+    suspend fun request(type: String, data: JsonElement = JsonObject(emptyMap()), notOpen: (() -> SvcException)? = null): JsonObject {
+        val id: String
         val answer = CompletableDeferred<JsonObject>()
-        pending[id] = answer
-        ws.send(WireJson.encodeToString(ClientFrame.serializer(), ClientFrame(id, type, data)))
+        synchronized(requests) {
+            val ws = socket
+            if (closed || ws == null || !opened.isCompleted) {
+                throw notOpen?.invoke() ?: closeError ?: SvcException("connection_closed", "The signaling channel is closed")
+            }
+            id = (nextId++).toString()
+            pending[id] = answer
+            ws.send(WireJson.encodeToString(ClientFrame.serializer(), ClientFrame(id, type, data)))
+        }
         try {
             return withTimeoutOrNull(requestTimeoutMs) { answer.await() }
                 ?: throw SvcException("timeout", "No answer to $type within $requestTimeoutMs ms")
         } finally {
-            pending.remove(id)
+            synchronized(requests) { pending.remove(id) }
         }
     }
 
     /** Closes normally; [onClose] runs when the server confirms (or at once if the socket is gone). */
-    fun close(code: Int = CloseCodes.NORMAL) {
+    fun close(code: Int = CloseCodes.NORMAL): Unit = synchronized(lock) {
         if (closed) return
-        val ws = socket
+        val ws = synchronized(requests) { socket }
         if (ws == null || !ws.close(code, null)) abandon()
     }
 
     /** Drops the socket at once without a closing handshake (a dead peer would never answer): a 1006 close. */
-    fun abandon() {
-        socket?.cancel()
+    fun abandon(): Unit = synchronized(lock) {
+        synchronized(requests) { socket }?.cancel()
         finish(ABNORMAL)
     }
 
+    /** Ends the channel once; called holding [lock]. */
     private fun finish(closeCode: Int) {
-        if (closed) return
-        closed = true
-        inbox.close()
         val close = ChannelClose(closeCode, sessionClosed, lastError)
         val error = errorOfClose(close)
-        closeError = error
+        val answers = synchronized(requests) {
+            if (closed) return
+            closed = true
+            closeError = error
+            pending.values.toList().also { pending.clear() }
+        }
         opened.completeExceptionally(error)
-        for (answer in pending.values) answer.completeExceptionally(error)
-        pending.clear()
+        for (answer in answers) answer.completeExceptionally(error)
         onClose(close)
     }
 
-    private fun receive(text: String) {
-        val frame = try {
-            decodeServerFrame(text)
-        } catch (_: SerializationException) {
-            return
-        } catch (_: IllegalArgumentException) {
-            return
+    /** Decodes a frame; null for one that is not valid (ignored, as the protocol asks). */
+    private fun parse(text: String): ServerFrame? = try {
+        decodeServerFrame(text)
+    } catch (_: SerializationException) {
+        null
+    } catch (_: IllegalArgumentException) {
+        null
+    }
+
+    /** Completes the request [frame] answers, if it answers a pending one; true then. */
+    private fun answer(frame: ServerFrame): Boolean {
+        val id = when (frame) {
+            is AckFrame -> frame.id
+            is PongFrame -> frame.id
+            is ErrorFrame -> frame.id ?: return false
+            else -> return false
         }
+        val waiting = synchronized(requests) { pending.remove(id) } ?: return false
         when (frame) {
-            is AckFrame -> pending.remove(frame.id)?.let {
-                it.complete(frame.data ?: JsonObject(emptyMap()))
-                return
-            }
+            is AckFrame -> waiting.complete(frame.data ?: JsonObject(emptyMap()))
+            is ErrorFrame -> waiting.completeExceptionally(SvcException(frame.code, frame.message))
+            else -> waiting.complete(JsonObject(emptyMap()))
+        }
+        return true
+    }
 
-            is PongFrame -> pending.remove(frame.id)?.let {
-                it.complete(JsonObject(emptyMap()))
-                return
-            }
-
-            is ErrorFrame -> {
-                val id = frame.id
-                if (id == null) {
-                    lastError = frame
-                } else {
-                    pending.remove(id)?.let {
-                        it.completeExceptionally(SvcException(frame.code, frame.message))
-                        return
-                    }
-                }
-            }
-
+    /** A frame that answers no pending request; called holding [lock]. */
+    private fun receive(frame: ServerFrame) {
+        when (frame) {
+            is ErrorFrame -> if (frame.id == null) lastError = frame
             is EventFrame<*> -> if (frame.type == "session.closed") sessionClosed = frame.data as SessionClosedData
-
-            is UnknownFrame -> Unit
+            else -> Unit
         }
         onFrame(frame)
     }

@@ -4,7 +4,8 @@ import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
 import { newId } from '../ids.ts';
 import type { Store } from '../storage/db.ts';
-import { type CandidateEntry, type CandidateStore, candidateKey } from './candidates.ts';
+import type { RecentMember } from '../state/index.ts';
+import { type CandidateStore, candidate, candidateKey } from './candidates.ts';
 import { isAppPlatform, type Platform } from './platform.ts';
 
 const DAY_MS = 86_400_000;
@@ -74,7 +75,7 @@ interface BatchRows {
   clicks: [string, string, string, Platform, string][];
   /** `[link_id, day, clicks]` per link and UTC day. */
   days: [string, string, number][];
-  candidates: CandidateEntry[];
+  candidates: RecentMember[];
 }
 
 /**
@@ -165,13 +166,17 @@ export class ClickRecorder {
       .orderBy('id', 'desc')
       .limit(max)
       .execute();
-    const entries = rows.reverse().map((r) => ({
-      key: candidateKey(r.project_id, r.platform as LinkAppPlatform, r.fingerprint),
-      clickId: r.id,
-      linkId: r.link_id,
-      ms: clickIdTime(r.id) ?? 0,
-      ttlMs: windowMs,
-    }));
+    const entries = rows
+      .reverse()
+      .map((r) =>
+        candidate(
+          candidateKey(r.project_id, r.platform as LinkAppPlatform, r.fingerprint),
+          r.id,
+          r.link_id,
+          clickIdTime(r.id) ?? 0,
+          windowMs,
+        ),
+      );
     await this.candidates.add(entries, nowMs);
     return entries.length;
   }
@@ -255,13 +260,8 @@ export class ClickRecorder {
           1,
         ]);
       if (isAppPlatform(c.platform)) {
-        rows.candidates.push({
-          key: candidateKey(c.projectId, c.platform, fingerprint),
-          clickId: c.id,
-          linkId: c.linkId,
-          ms: c.ms,
-          ttlMs: c.matchWindowMs,
-        });
+        const key = candidateKey(c.projectId, c.platform, fingerprint);
+        rows.candidates.push(candidate(key, c.id, c.linkId, c.ms, c.matchWindowMs));
       }
     }
     rows.days = [...days.values()];

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { DeferredBody, DeferredResult } from '@svc/protocol';
 import type { Clock } from '../clock.ts';
 import type { Store } from '../storage/db.ts';
-import { CANDIDATES_PER_KEY, type CandidateStore, candidateKey } from './candidates.ts';
+import { type CandidateStore, candidateKey } from './candidates.ts';
 import type { ClickRecorder } from './clicks.ts';
 import type { LinkEvents } from './events.ts';
 import { iso, type LinkService } from './service.ts';
@@ -82,7 +82,7 @@ export class DeferredMatcher {
 
   /** The newest unclaimed candidate of the visitor's key since `sinceMs`, claimed. */
   private async byFingerprint(key: string, projectId: string, sinceMs: number, nowMs: number) {
-    const candidates = await this.candidates.recall(key, sinceMs, CANDIDATES_PER_KEY);
+    const candidates = await this.candidates.recall(key, sinceMs);
     if (candidates.length === 0) return null;
     // Skip those already claimed in one query; a race lost on the rest moves on to the next.
     const claimed = await this.store.db

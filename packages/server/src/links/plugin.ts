@@ -1,7 +1,7 @@
 import { LINK_DEFAULT_DEFERRED_WINDOW_SECONDS } from '@svc/protocol';
 import type { FastifyPluginAsync } from 'fastify';
 import type { Services } from '../app.ts';
-import { candidateStoreFor } from './candidates.ts';
+import { CandidateStore } from './candidates.ts';
 import { CLICK_RETENTION_MS, ClickRecorder, fingerprintKey } from './clicks.ts';
 import { LinkEvents } from './events.ts';
 import { DeferredMatcher } from './matching.ts';
@@ -20,7 +20,7 @@ export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { 
   const { store, state, clock, config } = svc;
   const defaultHost = new URL(config.publicUrl).host.toLowerCase();
   const directory = new LinkDirectory(store, clock, defaultHost);
-  const candidates = candidateStoreFor(state, config.linksMaxCandidates);
+  const candidates = new CandidateStore(state, config.linksMaxCandidates);
   const clicks = new ClickRecorder(store, candidates, fingerprintKey(svc.secret), app.log);
   const cache = new RedirectCache(store, state, clock);
   const links = new LinkService(store, clock, directory, config.publicUrl, (domain, slug) =>
@@ -44,8 +44,8 @@ export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { 
     cache.listen(),
   ]);
   // Candidates kept in process are gone after a restart: put back those of the clicks still
-  // inside the longest window of any project. Redis keeps its own.
-  if (state.kind === 'memory') {
+  // inside the longest window of any project.
+  if (!candidates.durable) {
     let windowMs = LINK_DEFAULT_DEFERRED_WINDOW_SECONDS * 1000;
     for (const p of (await directory.current()).projects.values()) {
       windowMs = Math.max(windowMs, p.settings.deferredWindowSeconds * 1000);

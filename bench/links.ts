@@ -36,6 +36,9 @@ async function oneRedirect(url: string, userAgent: string) {
  * cost (request ids, key-gate hook, metrics, per-request logger) from the redirect's own. All
  * servers run at once in child processes and are measured in alternating rounds so that
  * background load hits each alike; ratios are medians of the rounds' ratios. Target ≥ 0.6.
+ *
+ * `LINKS_BENCH_ROWS=sqlite,many,android` runs only the rows whose store, traffic or request
+ * names contain every one of those words (case-insensitive); the report is then partial.
  */
 export async function run(): Promise<string> {
   const target = 0.6;
@@ -81,8 +84,13 @@ export async function run(): Promise<string> {
       load: (url: string, ua: string, s: number) => measureVisitors(url, ua, s),
     },
   ];
+  const words = (process.env.LINKS_BENCH_ROWS ?? '').toLowerCase().split(',').filter(Boolean);
+  const wanted = (...names: string[]) =>
+    words.every((w) => names.some((n) => n.toLowerCase().includes(w)));
   for (const [backend, env, awake] of backends) {
     for (const traffic of traffics) {
+      const requests = Object.entries(UA).filter(([ua]) => wanted(backend, traffic.name, ua));
+      if (requests.length === 0) continue;
       const load = (url: string, ua: string, s: number) =>
         awake ? spinning(traffic.load(url, ua, s)) : traffic.load(url, ua, s);
       // Four processes of each kind, taking turns by round: a process can be slower than its
@@ -112,7 +120,7 @@ export async function run(): Promise<string> {
         }),
       );
       try {
-        for (const [pass, [name, ua]] of Object.entries(UA).entries()) {
+        for (const [pass, [name, ua]] of requests.entries()) {
           let location = '';
           // Fresh processes warm up for longer: a second of load left the redirect of a fresh
           // PostgreSQL + Redis process at 0.87–0.88 of the in-app bare route through the first

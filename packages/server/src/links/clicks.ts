@@ -3,8 +3,8 @@ import { LINK_APP_PLATFORMS, type LinkAppPlatform } from '@svc/protocol';
 import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
 import { newId } from '../ids.ts';
-import type { Store } from '../storage/db.ts';
 import type { RecentMember } from '../state/index.ts';
+import type { Store } from '../storage/db.ts';
 import { type CandidateStore, candidate, candidateKey } from './candidates.ts';
 import { isAppPlatform, type Platform } from './platform.ts';
 
@@ -119,15 +119,18 @@ export class ClickRecorder {
 
   /** Resolves once every click queued before the call is written (or waits for a retry). */
   flush(): Promise<void> {
-    if (this.timer) {
-      clearTimeout(this.timer);
-      this.timer = null;
-    }
+    clearTimeout(this.timer ?? undefined);
+    this.timer = null;
     if (this.queue.length > 0) {
       this.waiting.push(this.queue);
       this.waitingClicks += this.queue.length;
       this.queue = [];
-      this.dropBeyondBound();
+      // Beyond the bound, the oldest go first, after the one that may be being written now.
+      while (this.waitingClicks > MAX_WAITING && this.waiting.length > 2) {
+        const [dropped] = this.waiting.splice(1, 1);
+        this.waitingClicks -= dropped.length;
+        this.log.error({ dropped: dropped.length }, 'link clicks dropped: too many waiting');
+      }
     }
     // Batches kept from a failed write are tried again too.
     if (this.waiting.length > 0) this.writing = this.writing.then(() => this.drain());
@@ -166,17 +169,10 @@ export class ClickRecorder {
       .orderBy('id', 'desc')
       .limit(max)
       .execute();
-    const entries = rows
-      .reverse()
-      .map((r) =>
-        candidate(
-          candidateKey(r.project_id, r.platform as LinkAppPlatform, r.fingerprint),
-          r.id,
-          r.link_id,
-          clickIdTime(r.id) ?? 0,
-          windowMs,
-        ),
-      );
+    const entries = rows.reverse().map((r) => {
+      const key = candidateKey(r.project_id, r.platform as LinkAppPlatform, r.fingerprint);
+      return candidate(key, r.id, r.link_id, clickIdTime(r.id) ?? 0, windowMs);
+    });
     await this.candidates.add(entries, nowMs);
     return entries.length;
   }
@@ -193,21 +189,12 @@ export class ClickRecorder {
   async close() {
     await this.flush();
     this.closed = true;
-    if (this.timer) clearTimeout(this.timer);
+    clearTimeout(this.timer ?? undefined);
     this.timer = null;
     if (this.waitingClicks > 0) {
       this.log.error({ dropped: this.waitingClicks }, 'link clicks dropped at shutdown');
       this.waiting = [];
       this.waitingClicks = 0;
-    }
-  }
-
-  private dropBeyondBound() {
-    // The oldest after the first, which may be being written right now.
-    while (this.waitingClicks > MAX_WAITING && this.waiting.length > 2) {
-      const [dropped] = this.waiting.splice(1, 1);
-      this.waitingClicks -= dropped.length;
-      this.log.error({ dropped: dropped.length }, 'link clicks dropped: too many waiting');
     }
   }
 
@@ -250,15 +237,10 @@ export class ClickRecorder {
         fingerprints.set(visitor, fingerprint);
       }
       rows.clicks.push([c.id, c.projectId, c.linkId, c.platform, fingerprint]);
-      const day = Math.floor(c.ms / DAY_MS);
-      const count = days.get(`${c.linkId} ${day}`);
+      const day = `${c.linkId} ${Math.floor(c.ms / DAY_MS)}`;
+      const count = days.get(day);
       if (count) count[2]++;
-      else
-        days.set(`${c.linkId} ${day}`, [
-          c.linkId,
-          new Date(day * DAY_MS).toISOString().slice(0, 10),
-          1,
-        ]);
+      else days.set(day, [c.linkId, new Date(c.ms).toISOString().slice(0, 10), 1]);
       if (isAppPlatform(c.platform)) {
         const key = candidateKey(c.projectId, c.platform, fingerprint);
         rows.candidates.push(candidate(key, c.id, c.linkId, c.ms, c.matchWindowMs));

@@ -42,6 +42,7 @@ export class DeferredMatcher {
     const now = this.clock.now();
     const referred = body.clickId ?? referrerClickId(body.installReferrer);
     const fingerprint = this.clicks.fingerprint(ip, body.userAgent ?? requestUserAgent);
+    const key = candidateKey(projectId, body.platform, fingerprint);
     const match =
       (referred !== null &&
         (await this.byReferrer(
@@ -50,12 +51,7 @@ export class DeferredMatcher {
           now - settings.referrerWindowSeconds * 1000,
           now,
         ))) ||
-      (await this.byFingerprint(
-        candidateKey(projectId, body.platform, fingerprint),
-        projectId,
-        now - settings.deferredWindowSeconds * 1000,
-        now,
-      ));
+      (await this.byFingerprint(key, projectId, now - settings.deferredWindowSeconds * 1000, now));
     // A match on a link deleted since the click is none.
     const row =
       match &&

@@ -1,11 +1,11 @@
-import { LINK_DEFAULT_DEFERRED_WINDOW_SECONDS } from '@svc/protocol';
+import { LINK_DEFAULT_DEFERRED_WINDOW_SECONDS, type Link } from '@svc/protocol';
 import type { FastifyPluginAsync } from 'fastify';
 import type { Services } from '../app.ts';
 import { CandidateStore } from './candidates.ts';
 import { CLICK_RETENTION_MS, ClickRecorder, fingerprintKey } from './clicks.ts';
 import { LinkEvents } from './events.ts';
 import { DeferredMatcher } from './matching.ts';
-import { publicLinkRoutes, RedirectCache, Redirector } from './redirect.ts';
+import { publicLinkRoutes, Redirector } from './redirect.ts';
 import { sdkLinkRoutes } from './routes.ts';
 import { LinkService } from './service.ts';
 import { LinkDirectory, linkSettingsValidator } from './settings.ts';
@@ -22,15 +22,19 @@ export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { 
   const directory = new LinkDirectory(store, clock, defaultHost);
   const candidates = new CandidateStore(state, config.linksMaxCandidates);
   const clicks = new ClickRecorder(store, candidates, fingerprintKey(svc.secret), app.log);
-  const cache = new RedirectCache(store, state, clock);
+  const redirector = new Redirector(
+    store,
+    state,
+    clock,
+    directory,
+    clicks,
+    (row): Link => links.toLink(row),
+  );
   const links = new LinkService(store, clock, directory, config.publicUrl, (domain, slug) =>
-    cache.changed(domain, slug),
+    redirector.changed(domain, slug),
   );
   const events = new LinkEvents(store, clock, directory, links, clicks);
   const matcher = new DeferredMatcher(store, clock, directory, links, events, clicks, candidates);
-  const redirector = new Redirector(cache, directory, clicks, clock, (domain, slug) =>
-    links.shortUrl(domain, slug),
-  );
 
   svc.projects.registerSettings('links', linkSettingsValidator(store, defaultHost));
   // A project changed here: drop our cached settings and tell the other nodes to do the same.
@@ -41,7 +45,7 @@ export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { 
   });
   const unsubscribers = await Promise.all([
     state.subscribe(PROJECTS_CHANNEL, () => directory.invalidate()),
-    cache.listen(),
+    redirector.listen(),
   ]);
   // Candidates kept in process are gone after a restart: put back those of the clicks still
   // inside the longest window of any project.

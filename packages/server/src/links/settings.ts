@@ -23,7 +23,7 @@ export interface ResolvedLinkSettings {
   referrerWindowSeconds: number;
 }
 
-export function resolveSettings(raw: LinkSettings | undefined): ResolvedLinkSettings {
+function resolveSettings(raw: LinkSettings | undefined): ResolvedLinkSettings {
   return {
     domains: raw?.domains ?? [],
     android: raw?.android ?? [],
@@ -102,9 +102,8 @@ export class LinkDirectory {
       projects.set(row.id, { products: json<Product[]>(row.products), settings });
       for (const domain of settings.domains) domains.set(domain, row.id);
     }
-    const snapshot = { loadedAtMs: this.clock.now(), projects, domains };
-    this.snapshot = snapshot;
-    return snapshot;
+    this.snapshot = { loadedAtMs: this.clock.now(), projects, domains };
+    return this.snapshot;
   }
 
   /** The link domain a request's Host names: a project's custom domain, else the default host. */
@@ -122,13 +121,11 @@ export class LinkDirectory {
 
   /** True when `host` is a link domain (the default host or any project's custom domain). */
   async isLinkDomain(host: string): Promise<boolean> {
-    if (host === this.defaultHost) return true;
-    return (await this.current()).domains.has(host);
+    return host === this.defaultHost || (await this.current()).domains.has(host);
   }
 
   async settings(projectId: string): Promise<ResolvedLinkSettings> {
-    const entry = (await this.current()).projects.get(projectId);
-    return entry?.settings ?? resolveSettings(undefined);
+    return this.settingsIn(await this.current(), projectId);
   }
 
   /**

@@ -2,8 +2,14 @@ import { MemoryState } from './memory.ts';
 import { RedisState } from './redis.ts';
 import type { SharedState } from './state.ts';
 
-export type { RateLimitResult, SharedState, SubscriptionEvents } from './state.ts';
-export type { RecentMember, RecentSets, RecentSetsOptions } from './state.ts';
+export type {
+  RateLimitResult,
+  RecentMember,
+  RecentSets,
+  RecentSetsOptions,
+  SharedState,
+  SubscriptionEvents,
+} from './state.ts';
 export { MemoryState, RedisState };
 
 /** Redis when a URL is given (with `timeoutMs` as each command's deadline), else in-process. */

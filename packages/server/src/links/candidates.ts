@@ -21,15 +21,13 @@ export interface Candidate {
  */
 export class CandidateStore {
   private sets: RecentSets;
+  /** True when the candidates outlive this process; else a node puts them back at start. */
+  readonly durable: boolean;
 
   /** @param max candidates kept at most in process (`SVC_LINKS_MAX_CANDIDATES`) */
   constructor(state: SharedState, max: number) {
     this.sets = state.recentSets('links:cand', { keep: CANDIDATES_PER_KEY, maxMembers: max });
-  }
-
-  /** True when the candidates outlive this process; else a node puts them back at start. */
-  get durable() {
-    return this.sets.durable;
+    this.durable = this.sets.durable;
   }
 
   /** Adds candidates (from {@link candidate}), oldest first; `nowMs` is the clock's time. */

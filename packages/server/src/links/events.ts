@@ -105,8 +105,7 @@ export class LinkEvents {
   /** Counts per event type and per UTC day, `from`…`to` inclusive (default: the last 30 days). */
   async stats(projectId: string, linkId: string, from?: string, to?: string): Promise<LinkStats> {
     await this.links.row(projectId, linkId);
-    const today = iso(this.clock.now()).slice(0, 10);
-    const toDay = to ?? today;
+    const toDay = to ?? iso(this.clock.now()).slice(0, 10);
     const fromDay = from ?? iso(Date.parse(toDay) - 29 * DAY_MS).slice(0, 10);
     const fromMs = Date.parse(fromDay);
     const endMs = Date.parse(toDay) + DAY_MS;
@@ -140,13 +139,12 @@ export class LinkEvents {
     const byDay = new Map<string, ReturnType<typeof empty>>();
     for (let ms = fromMs; ms < endMs; ms += DAY_MS) byDay.set(iso(ms).slice(0, 10), empty());
     const totals = empty();
-    for (const c of clicks) {
-      byDay.get(c.day)!.click += Number(c.n);
-      totals.click += Number(c.n);
-    }
-    for (const e of events) {
-      byDay.get(e.day)![e.type] += Number(e.n);
-      totals[e.type] += Number(e.n);
+    for (const { type, day, n } of [
+      ...clicks.map((c) => ({ ...c, type: 'click' as const })),
+      ...events,
+    ]) {
+      byDay.get(day)![type] += Number(n);
+      totals[type] += Number(n);
     }
     return {
       linkId,

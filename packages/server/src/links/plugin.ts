@@ -50,10 +50,9 @@ export const linksPlugin: FastifyPluginAsync<{ svc: Services }> = async (app, { 
   // Candidates kept in process are gone after a restart: put back those of the clicks still
   // inside the longest window of any project.
   if (!candidates.durable) {
-    let windowMs = LINK_DEFAULT_DEFERRED_WINDOW_SECONDS * 1000;
-    for (const p of (await directory.current()).projects.values()) {
-      windowMs = Math.max(windowMs, p.settings.deferredWindowSeconds * 1000);
-    }
+    const projects = [...(await directory.current()).projects.values()];
+    const windows = projects.map((p) => p.settings.deferredWindowSeconds);
+    const windowMs = Math.max(LINK_DEFAULT_DEFERRED_WINDOW_SECONDS, ...windows) * 1000;
     await clicks.restoreCandidates(clock.now(), windowMs, config.linksMaxCandidates);
   }
   // Raw clicks are kept for the longest referrer window, then pruned (their counts stay).

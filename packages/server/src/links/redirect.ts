@@ -53,7 +53,7 @@ function page(title: string, body: string, head = '') {
 }
 
 /** What the redirect answers: a 302 to a target, or a page. */
-export interface RedirectAnswer {
+interface RedirectAnswer {
   status: 200 | 302 | 404 | 410;
   headers: Record<string, string>;
   body?: string;
@@ -186,11 +186,9 @@ const EXPIRED = pageAnswer(
 );
 
 /**
- * Decides what `GET /l/{slug}` answers on a link domain, and records the click: one decision
- * for every request. The links it needs are cached by (domain, slug), absences included, for
- * `CACHE_TTL_MS`, and dropped on every node when a link changes (over the shared state's
- * pub/sub); with them and the link domains cached, which is the common case, it answers
- * without waiting.
+ * Decides what `GET /l/{slug}` answers on a link domain, and records the click. Links are cached
+ * by (domain, slug), absences included, for `CACHE_TTL_MS`, and dropped on every node when a
+ * link changes (over the shared state's pub/sub).
  */
 export class Redirector {
   private cache = new Map<string, { at: number; link: RedirectLink | null }>();
@@ -216,10 +214,7 @@ export class Redirector {
     await this.state.publish(INVALIDATE_CHANNEL, key);
   }
 
-  /**
-   * The answer to a visit of `host/l/slug`: at once when the link domains and the link (or its
-   * absence) are cached, else a promise of it once they are loaded.
-   */
+  /** The answer to a visit of `host/l/slug`: at once when what it needs is cached. */
   answer(
     host: string,
     slug: string,
@@ -231,9 +226,7 @@ export class Redirector {
     const snapshot = this.directory.fresh();
     const domain = snapshot && this.directory.domainIn(snapshot, host);
     const link = domain ? this.peek(domain, slug) : undefined;
-    if (snapshot && link !== undefined) {
-      return this.decide(snapshot, link, userAgent, ip, record);
-    }
+    if (snapshot && link !== undefined) return this.decide(snapshot, link, userAgent, ip, record);
     return this.load(host, slug).then(([loaded, found]) =>
       this.decide(loaded, found, userAgent, ip, record),
     );
@@ -315,13 +308,13 @@ export class Redirector {
 }
 
 const OBJECT = { type: 'object', additionalProperties: true };
-const htmlPage = (description: string) => ({
-  description,
-  content: { 'text/html': { schema: { type: 'string' } } },
-});
 const jsonBody = (description: string, schema: object) => ({
   description,
   content: { 'application/json': { schema } },
+});
+const htmlPage = (description: string) => ({
+  description,
+  content: { 'text/html': { schema: { type: 'string' } } },
 });
 
 function send(reply: FastifyReply, answer: RedirectAnswer) {

@@ -16,12 +16,11 @@ import type { LinkDirectory, ResolvedLinkSettings } from './settings.ts';
 import type { LinksTable } from './tables.ts';
 
 const SLUG_ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
-/** Generated slugs: 8 base62 characters (≈47.6 random bits). */
-const SLUG_LENGTH = 8;
 
+/** A generated slug: 8 base62 characters (≈47.6 random bits). */
 function generateSlug() {
   let slug = '';
-  for (let i = 0; i < SLUG_LENGTH; i++) slug += SLUG_ALPHABET[randomInt(SLUG_ALPHABET.length)];
+  for (let i = 0; i < 8; i++) slug += SLUG_ALPHABET[randomInt(SLUG_ALPHABET.length)];
   return slug;
 }
 
@@ -197,7 +196,7 @@ export class LinkService {
   }
 
   /** The project's link `id`; `link_not_found` otherwise. */
-  async row(projectId: string, id: string): Promise<LinksTable> {
+  async row(projectId: string, id: string) {
     const row = await this.store.db
       .selectFrom('links')
       .selectAll()

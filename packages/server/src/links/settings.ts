@@ -13,15 +13,10 @@ import { parseDestination } from './destination.ts';
 
 const checkSettings = TypeCompiler.Compile(LinkSettings);
 
-/** A project's link settings with defaults applied. */
-export interface ResolvedLinkSettings {
-  domains: string[];
-  android: { packageName: string; sha256CertFingerprints: string[]; storeUrl?: string }[];
-  ios: { teamId: string; bundleId: string; appStoreId: string }[];
+/** A project's link settings with defaults applied (`allowedDestinations`: null for any). */
+export type ResolvedLinkSettings = Required<Omit<LinkSettings, 'allowedDestinations'>> & {
   allowedDestinations: string[] | null;
-  deferredWindowSeconds: number;
-  referrerWindowSeconds: number;
-}
+};
 
 function resolveSettings(raw: LinkSettings | undefined): ResolvedLinkSettings {
   return {
@@ -36,19 +31,13 @@ function resolveSettings(raw: LinkSettings | undefined): ResolvedLinkSettings {
 
 /** `AB:CD:…`, upper case with colons, whatever the operator typed. */
 function normaliseFingerprint(value: string) {
-  const hex = value.replaceAll(':', '').toUpperCase();
-  return hex.match(/../g)!.join(':');
-}
-
-interface ProjectEntry {
-  products: Product[];
-  settings: ResolvedLinkSettings;
+  return value.replaceAll(':', '').toUpperCase().match(/../g)!.join(':');
 }
 
 /** One consistent read of every project's link settings. */
 export interface Snapshot {
   loadedAtMs: number;
-  projects: Map<string, ProjectEntry>;
+  projects: Map<string, { products: Product[]; settings: ResolvedLinkSettings }>;
   /** Custom link domain → owning project. The default host is never in here. */
   domains: Map<string, string>;
 }
@@ -95,7 +84,7 @@ export class LinkDirectory {
       .selectFrom('projects')
       .select(['id', 'products', 'settings'])
       .execute();
-    const projects = new Map<string, ProjectEntry>();
+    const projects: Snapshot['projects'] = new Map();
     const domains = new Map<string, string>();
     for (const row of rows) {
       const settings = resolveSettings(json<{ links?: LinkSettings }>(row.settings).links);

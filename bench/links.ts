@@ -93,11 +93,9 @@ export async function run(): Promise<string> {
       if (requests.length === 0) continue;
       const load = (url: string, ua: string, s: number) =>
         awake ? spinning(traffic.load(url, ua, s)) : traffic.load(url, ua, s);
-      // Four processes of each kind, taking turns by round: a process can be slower than its
+      // Several processes of each kind, taking turns by round: a process can be slower than its
       // twin for its whole life, every function alike (the in-app bare route included), by up
-      // to 30% — with V8's pretenuring off, and with the server pinned to one core and the
-      // client to the other (so not where the scheduler put it). With two of each, both Svc
-      // processes of a pass were slow in one run of 2026-11-26.
+      // to 30%, so one process's luck must not decide a row.
       const pairs = await Promise.all(
         Array.from({ length: processes }, async () => {
           const [bare, svc] = await Promise.all([
@@ -122,11 +120,9 @@ export async function run(): Promise<string> {
       try {
         for (const [pass, [name, ua]] of requests.entries()) {
           let location = '';
-          // Fresh processes warm up for longer: a second of load left the redirect of a fresh
-          // PostgreSQL + Redis process at 0.87–0.88 of the in-app bare route through the first
-          // pass, against 1.01–1.08 after six seconds and 0.93–1.05 in second passes (two runs
-          // each, 2026-11-26; not explained yet). A server runs for days; the bench measures it
-          // warm.
+          // Fresh processes warm up for longer: a fresh PostgreSQL + Redis process stays
+          // measurably slower through its first seconds of load. A server runs for days; the
+          // bench measures it warm.
           const warmSeconds = pass === 0 ? warmFresh : 1;
           for (const p of pairs) {
             await oneRedirect(p.bareUrl, ua);

@@ -95,18 +95,14 @@ export class LinkService {
     private changed: (domain: string, slug: string) => Promise<void>,
   ) {}
 
-  shortUrl(domain: string, slug: string) {
-    return domain === this.directory.defaultHost
-      ? `${this.publicUrl}/l/${slug}`
-      : `https://${domain}/l/${slug}`;
-  }
-
   toLink(row: LinksTable): Link {
+    const { domain, slug } = row;
+    const onDefaultHost = domain === this.directory.defaultHost;
     return {
       id: row.id,
-      slug: row.slug,
-      domain: row.domain,
-      shortUrl: this.shortUrl(row.domain, row.slug),
+      slug,
+      domain,
+      shortUrl: onDefaultHost ? `${this.publicUrl}/l/${slug}` : `https://${domain}/l/${slug}`,
       url: row.url,
       android: row.android === null ? null : json(row.android),
       ios: row.ios === null ? null : json(row.ios),

@@ -102,6 +102,9 @@ export async function run(): Promise<string> {
             startChild<ServerInfo>('bench/links-server.ts', { LINKS_BENCH_MODE: 'bare' }),
             startChild<ServerInfo>('bench/links-server.ts', {
               LINKS_BENCH_MODE: 'svc',
+              // Eight servers starting at once on two cores can stall a healthy Redis call
+              // past the 1 s default, which would fail the start.
+              SVC_STATE_TIMEOUT_MS: '5000',
               SVC_SECRET: 'bench-secret',
               SVC_ADMIN_TOKEN: 'bench-admin',
               ...env,
@@ -152,9 +155,11 @@ export async function run(): Promise<string> {
             `${fmt(median(x.map((r) => r.cpuMicrosPerRequest)))}, main ${fmt(median(x.map((r) => r.mainMicrosPerRequest)))}`;
           const p99 = (x: Measured[]) => fmt(median(x.map((r) => r.p99Ms)));
           const vsBare = rpsRatio(m, b);
+          // Each row also goes to stderr as it is measured, so a run that fails later keeps it.
           rows.push(
             `| ${backend} | ${traffic.name} | ${name} → ${new URL(location).host} | ${rps(b)} (${cpu(b)} µs) | ${rps(a)} (${cpu(a)} µs) | ${rps(m)} (${cpu(m)} µs) | **${fmt(vsBare, 2)}** (CPU ${fmt(cpuRatio(m, b), 2)}) | ${fmt(rpsRatio(a, b), 2)} (CPU ${fmt(cpuRatio(a, b), 2)}) | ${fmt(rpsRatio(m, a), 2)} (CPU ${fmt(cpuRatio(m, a), 2)}) | ${p99(b)} / ${p99(m)} | ≥ ${target} ${vsBare >= target ? '✅' : '❌'} |`,
           );
+          process.stderr.write(`${rows.at(-1)}\n`);
         }
       } finally {
         await Promise.all(pairs.flatMap((p) => [p.bare.stop(), p.svc.stop()]));

@@ -7,7 +7,10 @@ import autocannon from 'autocannon';
 
 export const ROOT = path.resolve(import.meta.dirname, '..');
 
-/** Starts a TypeScript script as a child process; resolves with its stdout line that has a `port`. */
+/**
+ * Starts a TypeScript script as a child process; resolves with its stdout line that has a `port`,
+ * or rejects when the child exits before printing it.
+ */
 export async function startChild<T>(script: string, env: Record<string, string | undefined> = {}) {
   const child = spawn(process.execPath, ['--import', 'tsx', script], {
     cwd: ROOT,
@@ -17,8 +20,10 @@ export async function startChild<T>(script: string, env: Record<string, string |
   const lines = readline.createInterface({ input: child.stdout! });
   // The server's own log lines (JSON too) may come first: the info line is the one with a port.
   let info: T | undefined;
+  const exit = once(child, 'exit');
   while (info === undefined) {
-    const [line] = await once(lines, 'line');
+    const line = await Promise.race([once(lines, 'line').then(([l]) => l), exit.then(() => null)]);
+    if (line === null) throw new Error(`${script} exited before it was ready`);
     let parsed: { port?: unknown } | null = null;
     try {
       parsed = JSON.parse(String(line));

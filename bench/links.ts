@@ -36,6 +36,9 @@ async function oneRedirect(url: string, userAgent: string) {
  * cost (request ids, key-gate hook, metrics, per-request logger) from the redirect's own. All
  * servers run at once in child processes and are measured in alternating rounds so that
  * background load hits each alike; ratios are medians of the rounds' ratios. Target ≥ 0.6.
+ *
+ * `LINKS_BENCH_ROWS=sqlite,many,android` runs only the rows whose store, traffic or request
+ * names contain every one of those words (case-insensitive); the report is then partial.
  */
 export async function run(): Promise<string> {
   const target = 0.6;
@@ -81,21 +84,27 @@ export async function run(): Promise<string> {
       load: (url: string, ua: string, s: number) => measureVisitors(url, ua, s),
     },
   ];
+  const words = (process.env.LINKS_BENCH_ROWS ?? '').toLowerCase().split(',').filter(Boolean);
+  const wanted = (...names: string[]) =>
+    words.every((w) => names.some((n) => n.toLowerCase().includes(w)));
   for (const [backend, env, awake] of backends) {
     for (const traffic of traffics) {
+      const requests = Object.entries(UA).filter(([ua]) => wanted(backend, traffic.name, ua));
+      if (requests.length === 0) continue;
       const load = (url: string, ua: string, s: number) =>
         awake ? spinning(traffic.load(url, ua, s)) : traffic.load(url, ua, s);
-      // Four processes of each kind, taking turns by round: a process can be slower than its
+      // Several processes of each kind, taking turns by round: a process can be slower than its
       // twin for its whole life, every function alike (the in-app bare route included), by up
-      // to 30% — with V8's pretenuring off, and with the server pinned to one core and the
-      // client to the other (so not where the scheduler put it). With two of each, both Svc
-      // processes of a pass were slow in one run of 2026-11-26.
+      // to 30%, so one process's luck must not decide a row.
       const pairs = await Promise.all(
         Array.from({ length: processes }, async () => {
           const [bare, svc] = await Promise.all([
             startChild<ServerInfo>('bench/links-server.ts', { LINKS_BENCH_MODE: 'bare' }),
             startChild<ServerInfo>('bench/links-server.ts', {
               LINKS_BENCH_MODE: 'svc',
+              // Eight servers starting at once on two cores can stall a healthy Redis call
+              // past the 1 s default, which would fail the start.
+              SVC_STATE_TIMEOUT_MS: '5000',
               SVC_SECRET: 'bench-secret',
               SVC_ADMIN_TOKEN: 'bench-admin',
               ...env,
@@ -112,13 +121,11 @@ export async function run(): Promise<string> {
         }),
       );
       try {
-        for (const [pass, [name, ua]] of Object.entries(UA).entries()) {
+        for (const [pass, [name, ua]] of requests.entries()) {
           let location = '';
-          // Fresh processes warm up for longer: a second of load left the redirect of a fresh
-          // PostgreSQL + Redis process at 0.87–0.88 of the in-app bare route through the first
-          // pass, against 1.01–1.08 after six seconds and 0.93–1.05 in second passes (two runs
-          // each, 2026-11-26; not explained yet). A server runs for days; the bench measures it
-          // warm.
+          // Fresh processes warm up for longer: a fresh PostgreSQL + Redis process stays
+          // measurably slower through its first seconds of load. A server runs for days; the
+          // bench measures it warm.
           const warmSeconds = pass === 0 ? warmFresh : 1;
           for (const p of pairs) {
             await oneRedirect(p.bareUrl, ua);
@@ -148,9 +155,11 @@ export async function run(): Promise<string> {
             `${fmt(median(x.map((r) => r.cpuMicrosPerRequest)))}, main ${fmt(median(x.map((r) => r.mainMicrosPerRequest)))}`;
           const p99 = (x: Measured[]) => fmt(median(x.map((r) => r.p99Ms)));
           const vsBare = rpsRatio(m, b);
+          // Each row also goes to stderr as it is measured, so a run that fails later keeps it.
           rows.push(
             `| ${backend} | ${traffic.name} | ${name} → ${new URL(location).host} | ${rps(b)} (${cpu(b)} µs) | ${rps(a)} (${cpu(a)} µs) | ${rps(m)} (${cpu(m)} µs) | **${fmt(vsBare, 2)}** (CPU ${fmt(cpuRatio(m, b), 2)}) | ${fmt(rpsRatio(a, b), 2)} (CPU ${fmt(cpuRatio(a, b), 2)}) | ${fmt(rpsRatio(m, a), 2)} (CPU ${fmt(cpuRatio(m, a), 2)}) | ${p99(b)} / ${p99(m)} | ≥ ${target} ${vsBare >= target ? '✅' : '❌'} |`,
           );
+          process.stderr.write(`${rows.at(-1)}\n`);
         }
       } finally {
         await Promise.all(pairs.flatMap((p) => [p.bare.stop(), p.svc.stop()]));

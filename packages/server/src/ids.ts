@@ -35,3 +35,11 @@ export function newId(prefix: string, nowMs = Date.now()): string {
   }
   return `${prefix}_${time}${rand}`;
 }
+
+/** The time (ms since the epoch) an id from {@link newId} carries: its ULID's first 48 bits. */
+export function idTime(id: string): number {
+  const at = id.indexOf('_') + 1;
+  let ms = 0;
+  for (let i = at; i < at + 10; i++) ms = ms * 32 + CROCKFORD.indexOf(id[i]);
+  return ms;
+}

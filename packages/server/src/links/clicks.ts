@@ -2,20 +2,17 @@ import { createHmac, hash } from 'node:crypto';
 import { LINK_APP_PLATFORMS, type LinkAppPlatform } from '@svc/protocol';
 import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
-import { newId } from '../ids.ts';
+import { idTime, newId } from '../ids.ts';
+import type { RecentMember } from '../state/index.ts';
 import type { Store } from '../storage/db.ts';
-import { type CandidateEntry, type CandidateStore, candidateKey } from './candidates.ts';
+import { type CandidateStore, candidate, candidateKey } from './candidates.ts';
 import { isAppPlatform, type Platform } from './platform.ts';
 
 const DAY_MS = 86_400_000;
 /** Clicks kept for a retry while the store refuses writes; beyond this, the oldest are dropped. */
 const MAX_WAITING = 100_000;
-const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 
-/**
- * Raw clicks are kept this long, then pruned: the longest referrer window a project can set
- * (90 days). Daily counts (`link_click_days`) stay.
- */
+/** Raw clicks are kept for the longest referrer window a project can set; day counts stay. */
 export const CLICK_RETENTION_MS = 90 * DAY_MS;
 
 /** One redirect's click, as the redirect hands it over. */
@@ -57,10 +54,7 @@ export function clickFingerprint(key: string, ip: string, userAgent: string) {
 
 /** The time a click id carries (its ULID's first 48 bits), or null for anything else. */
 export function clickIdTime(clickId: string): number | null {
-  if (!/^clk_[0-9A-HJKMNP-TV-Z]{26}$/.test(clickId)) return null;
-  let ms = 0;
-  for (let i = 4; i < 14; i++) ms = ms * 32 + CROCKFORD.indexOf(clickId[i]);
-  return ms;
+  return /^clk_[0-9A-HJKMNP-TV-Z]{26}$/.test(clickId) ? idTime(clickId) : null;
 }
 
 /** The smallest click id of millisecond `ms`: ids sort by time, so ranges of ids are of time. */
@@ -68,27 +62,21 @@ function firstClickIdAt(ms: number) {
   return newId('clk', Math.max(0, ms)).slice(0, 14);
 }
 
-/** What one batch of clicks is written as. */
+/** A batch as written: `link_clicks` rows, counts per link and UTC day, candidates. */
 interface BatchRows {
-  /** `[id, project_id, link_id, platform, fingerprint]` per click. */
-  clicks: [string, string, string, Platform, string][];
-  /** `[link_id, day, clicks]` per link and UTC day. */
-  days: [string, string, number][];
-  candidates: CandidateEntry[];
+  clicks: [id: string, project: string, link: string, platform: Platform, fingerprint: string][];
+  days: [link: string, day: string, clicks: number][];
+  candidates: RecentMember[];
 }
 
 /**
- * Records redirect clicks off the redirect's path. A click joins the queue, and the queue is
- * written at most `maxDelayMs` later (at once when `maxBatch` clicks wait), as one batch:
- * - its clicks as rows of `link_clicks`, and counted per link and UTC day in
- *   `link_click_days` (what stats read): one statement on PostgreSQL, one transaction of one
- *   statement per table on SQLite;
- * - then its mobile clicks as deferred-match candidates in the candidate store.
- *
- * A click costs the redirect an object in the queue. Readers that need every click this node
- * served (deferred matching, stats) call `flush()` first; other nodes see a click once its
- * batch is written. While the store refuses writes, batches wait (up to a bound) and are tried
- * again; a crash loses at most the last `maxDelayMs` of clicks.
+ * Records redirect clicks off the redirect's path. A click joins the queue, written at most
+ * `maxDelayMs` later (at once when `maxBatch` clicks wait) as one batch: its clicks into
+ * `link_clicks` and their counts per link and UTC day into `link_click_days` (one statement on
+ * PostgreSQL, one transaction on SQLite), then its mobile clicks into the candidate store.
+ * Readers that need every click this node served (matching, stats) call `flush()` first. While
+ * the store refuses writes, batches wait (up to a bound) and are tried again; a crash loses at
+ * most the last `maxDelayMs` of clicks.
  */
 export class ClickRecorder {
   private queue: Click[] = [];
@@ -118,15 +106,18 @@ export class ClickRecorder {
 
   /** Resolves once every click queued before the call is written (or waits for a retry). */
   flush(): Promise<void> {
-    if (this.timer) {
-      clearTimeout(this.timer);
-      this.timer = null;
-    }
+    clearTimeout(this.timer ?? undefined);
+    this.timer = null;
     if (this.queue.length > 0) {
       this.waiting.push(this.queue);
       this.waitingClicks += this.queue.length;
       this.queue = [];
-      this.dropBeyondBound();
+      // Beyond the bound, the oldest go first, after the one that may be being written now.
+      while (this.waitingClicks > MAX_WAITING && this.waiting.length > 2) {
+        const [dropped] = this.waiting.splice(1, 1);
+        this.waitingClicks -= dropped.length;
+        this.log.error({ dropped: dropped.length }, 'link clicks dropped: too many waiting');
+      }
     }
     // Batches kept from a failed write are tried again too.
     if (this.waiting.length > 0) this.writing = this.writing.then(() => this.drain());
@@ -165,13 +156,10 @@ export class ClickRecorder {
       .orderBy('id', 'desc')
       .limit(max)
       .execute();
-    const entries = rows.reverse().map((r) => ({
-      key: candidateKey(r.project_id, r.platform as LinkAppPlatform, r.fingerprint),
-      clickId: r.id,
-      linkId: r.link_id,
-      ms: clickIdTime(r.id) ?? 0,
-      ttlMs: windowMs,
-    }));
+    const entries = rows.reverse().map((r) => {
+      const key = candidateKey(r.project_id, r.platform as LinkAppPlatform, r.fingerprint);
+      return candidate(key, r.id, r.link_id, clickIdTime(r.id) ?? 0, windowMs);
+    });
     await this.candidates.add(entries, nowMs);
     return entries.length;
   }
@@ -188,21 +176,12 @@ export class ClickRecorder {
   async close() {
     await this.flush();
     this.closed = true;
-    if (this.timer) clearTimeout(this.timer);
+    clearTimeout(this.timer ?? undefined);
     this.timer = null;
     if (this.waitingClicks > 0) {
       this.log.error({ dropped: this.waitingClicks }, 'link clicks dropped at shutdown');
       this.waiting = [];
       this.waitingClicks = 0;
-    }
-  }
-
-  private dropBeyondBound() {
-    // The oldest after the first, which may be being written right now.
-    while (this.waitingClicks > MAX_WAITING && this.waiting.length > 2) {
-      const [dropped] = this.waiting.splice(1, 1);
-      this.waitingClicks -= dropped.length;
-      this.log.error({ dropped: dropped.length }, 'link clicks dropped: too many waiting');
     }
   }
 
@@ -245,23 +224,13 @@ export class ClickRecorder {
         fingerprints.set(visitor, fingerprint);
       }
       rows.clicks.push([c.id, c.projectId, c.linkId, c.platform, fingerprint]);
-      const day = Math.floor(c.ms / DAY_MS);
-      const count = days.get(`${c.linkId} ${day}`);
+      const day = `${c.linkId} ${Math.floor(c.ms / DAY_MS)}`;
+      const count = days.get(day);
       if (count) count[2]++;
-      else
-        days.set(`${c.linkId} ${day}`, [
-          c.linkId,
-          new Date(day * DAY_MS).toISOString().slice(0, 10),
-          1,
-        ]);
+      else days.set(day, [c.linkId, new Date(c.ms).toISOString().slice(0, 10), 1]);
       if (isAppPlatform(c.platform)) {
-        rows.candidates.push({
-          key: candidateKey(c.projectId, c.platform, fingerprint),
-          clickId: c.id,
-          linkId: c.linkId,
-          ms: c.ms,
-          ttlMs: c.matchWindowMs,
-        });
+        const key = candidateKey(c.projectId, c.platform, fingerprint);
+        rows.candidates.push(candidate(key, c.id, c.linkId, c.ms, c.matchWindowMs));
       }
     }
     rows.days = [...days.values()];

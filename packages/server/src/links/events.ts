@@ -12,11 +12,12 @@ import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import type { Store } from '../storage/db.ts';
 import type { ClickRecorder } from './clicks.ts';
-import { iso, jsonBytes, jsonOrNull, type LinkService } from './service.ts';
+import { invalidField, iso, jsonBytes, jsonOrNull, type LinkService } from './service.ts';
 import type { LinkDirectory } from './settings.ts';
 
 const DAY_MS = 86_400_000;
 const MAX_STATS_DAYS = 366;
+const SHORT_PATH = /^\/l\/([A-Za-z0-9_-]{1,64})\/?$/;
 
 /**
  * What happens to links after they are shared: the events apps report (install, open,
@@ -37,23 +38,14 @@ export class LinkEvents {
     let domain = query.domain;
     let slug = query.slug;
     if (query.url !== undefined) {
-      let url: URL;
-      try {
-        url = new URL(query.url);
-      } catch {
-        throw new ApiError('link_not_found', 'url is not a short link.');
-      }
-      const m = /^\/l\/([A-Za-z0-9_-]{1,64})\/?$/.exec(url.pathname);
-      if ((url.protocol !== 'https:' && url.protocol !== 'http:') || !m) {
-        throw new ApiError('link_not_found', 'url is not a short link.');
-      }
+      const url = URL.canParse(query.url) ? new URL(query.url) : null;
+      const m = url && /^https?:$/.test(url.protocol) && SHORT_PATH.exec(url.pathname);
+      if (!url || !m) throw new ApiError('link_not_found', 'url is not a short link.');
       domain = await this.directory.domainForHost(url.host.toLowerCase());
       slug = m[1];
     }
     if (slug === undefined) {
-      throw new ApiError('invalid_request', 'Give url or slug.', {
-        errors: [{ path: 'querystring.url', message: 'url or slug is required' }],
-      });
+      throw invalidField('querystring.url', 'url or slug is required', 'Give url or slug.');
     }
     const row = await this.links.findBySlug(projectId, slug, domain);
     if (row.expires_at !== null && Date.parse(row.expires_at) <= this.clock.now()) {
@@ -89,38 +81,31 @@ export class LinkEvents {
 
   async recordEvent(projectId: string, body: LinkEventBody): Promise<string> {
     if ((body.linkId === undefined) === (body.slug === undefined)) {
-      throw new ApiError('invalid_request', 'Give exactly one of linkId and slug.', {
-        errors: [{ path: 'body.linkId', message: 'exactly one of linkId and slug is required' }],
-      });
+      const message = 'exactly one of linkId and slug is required';
+      throw invalidField('body.linkId', message, 'Give exactly one of linkId and slug.');
     }
     if (body.type === 'custom' && body.name === undefined) {
-      throw new ApiError('invalid_request', 'A custom event needs a name.', {
-        errors: [{ path: 'body.name', message: 'is required for custom events' }],
-      });
+      throw invalidField(
+        'body.name',
+        'is required for custom events',
+        'A custom event needs a name.',
+      );
     }
-    if (
-      body.properties !== undefined &&
-      jsonBytes(body.properties) > LINK_EVENT_PROPERTIES_MAX_BYTES
-    ) {
-      throw new ApiError('invalid_request', 'properties exceed 4 KiB of JSON.', {
-        errors: [{ path: 'body.properties', message: 'must be at most 4 KiB of JSON' }],
-      });
+    if (jsonBytes(body.properties ?? null) > LINK_EVENT_PROPERTIES_MAX_BYTES) {
+      const detail = 'properties exceed 4 KiB of JSON.';
+      throw invalidField('body.properties', 'must be at most 4 KiB of JSON', detail);
     }
     const row =
       body.linkId !== undefined
         ? await this.links.row(projectId, body.linkId)
         : await this.links.findBySlug(projectId, body.slug!, body.domain);
-    return this.insert(projectId, row.id, body.type, {
-      name: body.name,
-      properties: body.properties,
-    });
+    return this.insert(projectId, row.id, body.type, body);
   }
 
   /** Counts per event type and per UTC day, `from`…`to` inclusive (default: the last 30 days). */
   async stats(projectId: string, linkId: string, from?: string, to?: string): Promise<LinkStats> {
     await this.links.row(projectId, linkId);
-    const today = iso(this.clock.now()).slice(0, 10);
-    const toDay = to ?? today;
+    const toDay = to ?? iso(this.clock.now()).slice(0, 10);
     const fromDay = from ?? iso(Date.parse(toDay) - 29 * DAY_MS).slice(0, 10);
     const fromMs = Date.parse(fromDay);
     const endMs = Date.parse(toDay) + DAY_MS;
@@ -154,13 +139,12 @@ export class LinkEvents {
     const byDay = new Map<string, ReturnType<typeof empty>>();
     for (let ms = fromMs; ms < endMs; ms += DAY_MS) byDay.set(iso(ms).slice(0, 10), empty());
     const totals = empty();
-    for (const c of clicks) {
-      byDay.get(c.day)!.click += Number(c.n);
-      totals.click += Number(c.n);
-    }
-    for (const e of events) {
-      byDay.get(e.day)![e.type] += Number(e.n);
-      totals[e.type] += Number(e.n);
+    for (const { type, day, n } of [
+      ...clicks.map((c) => ({ ...c, type: 'click' as const })),
+      ...events,
+    ]) {
+      byDay.get(day)![type] += Number(n);
+      totals[type] += Number(n);
     }
     return {
       linkId,

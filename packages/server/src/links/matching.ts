@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { DeferredBody, DeferredResult } from '@svc/protocol';
 import type { Clock } from '../clock.ts';
 import type { Store } from '../storage/db.ts';
-import { CANDIDATES_PER_KEY, type CandidateStore, candidateKey } from './candidates.ts';
+import { type CandidateStore, candidateKey } from './candidates.ts';
 import type { ClickRecorder } from './clicks.ts';
 import type { LinkEvents } from './events.ts';
 import { iso, type LinkService } from './service.ts';
@@ -24,11 +24,10 @@ export class DeferredMatcher {
   ) {}
 
   /**
-   * Matches an app's first open to an earlier click: by the click id from the install referrer
-   * (`unique`), else by the fingerprint of IP and user agent within the project's window
-   * (`probable`, the latest click first), else `none`. A click is claimed by inserting its id
-   * into `link_click_claims`, whose primary key lets one install win it, on any number of nodes.
-   * Records an `install`, or a `reinstall` when `deviceId` was seen before.
+   * Matches an app's first open to an earlier click: by the install referrer's click id
+   * (`unique`), else by the visitor's fingerprint within the project's window (`probable`, the
+   * latest first), else `none`; a click is won once (`link_click_claims`), on any number of
+   * nodes. Records an `install`, or a `reinstall` when `deviceId` was seen before.
    */
   async deferred(
     projectId: string,
@@ -42,6 +41,7 @@ export class DeferredMatcher {
     const now = this.clock.now();
     const referred = body.clickId ?? referrerClickId(body.installReferrer);
     const fingerprint = this.clicks.fingerprint(ip, body.userAgent ?? requestUserAgent);
+    const key = candidateKey(projectId, body.platform, fingerprint);
     const match =
       (referred !== null &&
         (await this.byReferrer(
@@ -50,12 +50,7 @@ export class DeferredMatcher {
           now - settings.referrerWindowSeconds * 1000,
           now,
         ))) ||
-      (await this.byFingerprint(
-        candidateKey(projectId, body.platform, fingerprint),
-        projectId,
-        now - settings.deferredWindowSeconds * 1000,
-        now,
-      ));
+      (await this.byFingerprint(key, projectId, now - settings.deferredWindowSeconds * 1000, now));
     // A match on a link deleted since the click is none.
     const row =
       match &&
@@ -82,17 +77,14 @@ export class DeferredMatcher {
 
   /** The newest unclaimed candidate of the visitor's key since `sinceMs`, claimed. */
   private async byFingerprint(key: string, projectId: string, sinceMs: number, nowMs: number) {
-    const candidates = await this.candidates.recall(key, sinceMs, CANDIDATES_PER_KEY);
+    const candidates = await this.candidates.recall(key, sinceMs);
     if (candidates.length === 0) return null;
     // Skip those already claimed in one query; a race lost on the rest moves on to the next.
+    const ids = candidates.map((c) => c.clickId);
     const claimed = await this.store.db
       .selectFrom('link_click_claims')
       .select('click_id')
-      .where(
-        'click_id',
-        'in',
-        candidates.map((c) => c.clickId),
-      )
+      .where('click_id', 'in', ids)
       .execute();
     const taken = new Set(claimed.map((r) => r.click_id));
     for (const c of candidates) {
@@ -144,12 +136,7 @@ export class DeferredMatcher {
   private async claim(projectId: string, clickId: string, linkId: string, nowMs: number) {
     const result = await this.store.db
       .insertInto('link_click_claims')
-      .values({
-        click_id: clickId,
-        project_id: projectId,
-        link_id: linkId,
-        claimed_at: iso(nowMs),
-      })
+      .values({ click_id: clickId, project_id: projectId, link_id: linkId, claimed_at: iso(nowMs) })
       .onConflict((oc) => oc.column('click_id').doNothing())
       .executeTakeFirst();
     return Number(result.numInsertedOrUpdatedRows ?? 0n) === 1;

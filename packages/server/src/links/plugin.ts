@@ -1,13 +1,13 @@
-import { LINK_DEFAULT_DEFERRED_WINDOW_SECONDS } from '@svc/protocol';
+import { LINK_DEFAULT_DEFERRED_WINDOW_SECONDS, type Link } from '@svc/protocol';
 import type { FastifyPluginAsync } from 'fastify';
 import type { PlatformConfig } from '../config.ts';
 import type { Platform } from '../platform.ts';
-import { candidateStoreFor } from './candidates.ts';
+import { CandidateStore } from './candidates.ts';
 import { CLICK_RETENTION_MS, ClickRecorder, fingerprintKey } from './clicks.ts';
 import type { LinksConfig } from './config.ts';
 import { LinkEvents } from './events.ts';
 import { DeferredMatcher } from './matching.ts';
-import { publicLinkRoutes, RedirectCache, Redirector } from './redirect.ts';
+import { publicLinkRoutes, Redirector } from './redirect.ts';
 import { sdkLinkRoutes } from './routes.ts';
 import { LinkService } from './service.ts';
 import { LinkDirectory, linkSettingsValidator } from './settings.ts';
@@ -28,17 +28,21 @@ export const linksPlugin: FastifyPluginAsync<{ svc: LinksDeps }> = async (app, {
   const { store, state, clock, config } = svc;
   const defaultHost = new URL(config.publicUrl).host.toLowerCase();
   const directory = new LinkDirectory(store, clock, defaultHost);
-  const candidates = candidateStoreFor(state, config.links.maxCandidates);
+  const candidates = new CandidateStore(state, config.links.maxCandidates);
   const clicks = new ClickRecorder(store, candidates, fingerprintKey(svc.secret), app.log);
-  const cache = new RedirectCache(store, state, clock);
+  const redirector = new Redirector(
+    store,
+    state,
+    clock,
+    directory,
+    clicks,
+    (row): Link => links.toLink(row),
+  );
   const links = new LinkService(store, clock, directory, config.publicUrl, (domain, slug) =>
-    cache.changed(domain, slug),
+    redirector.changed(domain, slug),
   );
   const events = new LinkEvents(store, clock, directory, links, clicks);
   const matcher = new DeferredMatcher(store, clock, directory, links, events, clicks, candidates);
-  const redirector = new Redirector(cache, directory, clicks, clock, (domain, slug) =>
-    links.shortUrl(domain, slug),
-  );
 
   svc.projects.registerSettings('links', linkSettingsValidator(store, defaultHost));
   // A project changed here: drop our cached settings and tell the other nodes to do the same.
@@ -49,15 +53,14 @@ export const linksPlugin: FastifyPluginAsync<{ svc: LinksDeps }> = async (app, {
   });
   const unsubscribers = await Promise.all([
     state.subscribe(PROJECTS_CHANNEL, () => directory.invalidate()),
-    cache.listen(),
+    redirector.listen(),
   ]);
   // Candidates kept in process are gone after a restart: put back those of the clicks still
-  // inside the longest window of any project. Redis keeps its own.
-  if (state.kind === 'memory') {
-    let windowMs = LINK_DEFAULT_DEFERRED_WINDOW_SECONDS * 1000;
-    for (const p of (await directory.current()).projects.values()) {
-      windowMs = Math.max(windowMs, p.settings.deferredWindowSeconds * 1000);
-    }
+  // inside the longest window of any project.
+  if (!candidates.durable) {
+    const projects = [...(await directory.current()).projects.values()];
+    const windows = projects.map((p) => p.settings.deferredWindowSeconds);
+    const windowMs = Math.max(LINK_DEFAULT_DEFERRED_WINDOW_SECONDS, ...windows) * 1000;
     await clicks.restoreCandidates(clock.now(), windowMs, config.links.maxCandidates);
   }
   // Raw clicks are kept for the longest referrer window, then pruned (their counts stay).

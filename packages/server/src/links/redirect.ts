@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Clock } from '../clock.ts';
 import { newId } from '../ids.ts';
 import type { SharedState } from '../state/index.ts';
-import { json, type Store } from '../storage/db.ts';
+import type { Store } from '../storage/db.ts';
 import type { ClickRecorder } from './clicks.ts';
 import { REFERRER_CLICK_ID } from './matching.ts';
 import { detectPlatform } from './platform.ts';
@@ -18,12 +18,9 @@ const INVALIDATE_CHANNEL = 'links:invalidate';
 const AASA_COMPONENTS = [{ '/': '/l/*', comment: 'Svc short links' }];
 
 /** A link as the redirect needs it, cached per (domain, slug). */
-export interface RedirectLink {
-  row: LinksTable;
-  android: Link['android'];
-  ios: Link['ios'];
-  utm: Link['utm'];
-  social: Link['social'];
+interface RedirectLink {
+  link: Link;
+  projectId: string;
   expiresAtMs: number | null;
   /** Where each platform goes, computed once per link and settings snapshot. */
   targets?: {
@@ -37,62 +34,6 @@ export interface RedirectLink {
     /** How long a mobile click stays a deferred-match candidate: the project's window. */
     matchWindowMs: number;
   };
-}
-
-/**
- * The links redirects need, by (domain, slug), absences included: kept `CACHE_TTL_MS`, and
- * dropped on every node when a link changes (over the shared state's pub/sub).
- */
-export class RedirectCache {
-  private cache = new Map<string, { at: number; link: RedirectLink | null }>();
-
-  constructor(
-    private store: Store,
-    private state: SharedState,
-    private clock: Clock,
-  ) {}
-
-  /** Subscribes to other nodes' link changes; resolves with the unsubscribe function. */
-  listen() {
-    return this.state.subscribe(INVALIDATE_CHANNEL, (key) => this.cache.delete(key));
-  }
-
-  /** Forgets `domain/l/slug` here and on every other node. */
-  async changed(domain: string, slug: string) {
-    const key = `${domain}/${slug}`;
-    this.cache.delete(key);
-    await this.state.publish(INVALIDATE_CHANNEL, key);
-  }
-
-  /** The cached answer for `domain/l/slug`: a link, null (known not to exist), or undefined. */
-  peek(domain: string, slug: string): RedirectLink | null | undefined {
-    const hit = this.cache.get(`${domain}/${slug}`);
-    return hit && this.clock.now() - hit.at < CACHE_TTL_MS ? hit.link : undefined;
-  }
-
-  /** The link behind `domain/l/slug`, read from the store and cached; null when there is none. */
-  async load(domain: string, slug: string): Promise<RedirectLink | null> {
-    const row = await this.store.db
-      .selectFrom('links')
-      .selectAll()
-      .where('domain', '=', domain)
-      .where('slug', '=', slug)
-      .executeTakeFirst();
-    const link: RedirectLink | null = row
-      ? {
-          row,
-          android: row.android === null ? null : json(row.android),
-          ios: row.ios === null ? null : json(row.ios),
-          utm: row.utm === null ? null : json(row.utm),
-          social: row.social === null ? null : json(row.social),
-          expiresAtMs: row.expires_at === null ? null : Date.parse(row.expires_at),
-        }
-      : null;
-    // Evict the oldest insertion (Map keeps insertion order).
-    if (this.cache.size >= CACHE_MAX_ENTRIES) this.cache.delete(this.cache.keys().next().value!);
-    this.cache.set(`${domain}/${slug}`, { at: this.clock.now(), link });
-    return link;
-  }
 }
 
 function escapeHtml(text: string) {
@@ -112,7 +53,7 @@ function page(title: string, body: string, head = '') {
 }
 
 /** What the redirect answers: a 302 to a target, or a page. */
-export interface RedirectAnswer {
+interface RedirectAnswer {
   status: 200 | 302 | 404 | 410;
   headers: Record<string, string>;
   body?: string;
@@ -131,19 +72,10 @@ function pageAnswer(status: RedirectAnswer['status'], html: string): RedirectAns
   return { status, headers: PAGE_HEADERS, body: html };
 }
 
-/**
- * A destination as a `Location` header carries it: parsed and written back by the URL parser, so
- * non-ASCII characters are percent-encoded (UTF-8) and an internationalised host is in punycode.
- * Links keep the URL as it was given; only the header needs the ASCII form.
- */
-function headerUrl(raw: string) {
-  return new URL(raw).href;
-}
-
 /** The destination with `utm_*` query parameters added where it does not already carry them. */
-function withUtm(raw: string, utm: RedirectLink['utm']) {
-  const url = new URL(raw);
-  for (const [key, value] of Object.entries(utm ?? {})) {
+function withUtm(link: Link) {
+  const url = new URL(link.url);
+  for (const [key, value] of Object.entries(link.utm ?? {})) {
     if (value !== undefined && !url.searchParams.has(`utm_${key}`))
       url.searchParams.set(`utm_${key}`, value);
   }
@@ -156,7 +88,7 @@ function withUtm(raw: string, utm: RedirectLink['utm']) {
  * of the referrer (see {@link referrerRest}). A click id (`clk_` and Crockford base32) reads
  * the same URL-encoded, so only the parts around it are encoded, once per link.
  */
-function androidStorePrefix(link: RedirectLink, settings: ResolvedLinkSettings): string | null {
+function androidStorePrefix(link: Link, settings: ResolvedLinkSettings): string | null {
   const packageName = link.android?.packageName ?? settings.android[0]?.packageName;
   if (!packageName) return null;
   const app = settings.android.find((a) => a.packageName === packageName);
@@ -173,7 +105,7 @@ function androidStorePrefix(link: RedirectLink, settings: ResolvedLinkSettings):
  * What follows the click id in the install referrer: the `&utm_…=…` part, form-encoded, then
  * URL-encoded once more as part of the `referrer` query value; the same for every click.
  */
-function referrerRest(link: RedirectLink): string {
+function referrerRest(link: Link): string {
   const utm = new URLSearchParams();
   for (const [key, value] of Object.entries(link.utm ?? {})) {
     if (value !== undefined) utm.set(`utm_${key}`, value);
@@ -183,8 +115,9 @@ function referrerRest(link: RedirectLink): string {
 }
 
 /** Where an iOS user without the app goes: the fallback, else the App Store. */
-function iosTarget(link: RedirectLink, settings: ResolvedLinkSettings): string | null {
-  if (link.ios?.fallbackUrl) return headerUrl(link.ios.fallbackUrl);
+function iosTarget(link: Link, settings: ResolvedLinkSettings): string | null {
+  // Fallbacks go out as the URL parser writes them: percent-encoded UTF-8, punycode hosts.
+  if (link.ios?.fallbackUrl) return new URL(link.ios.fallbackUrl).href;
   const app =
     (link.ios?.bundleId && settings.ios.find((a) => a.bundleId === link.ios!.bundleId)) ||
     settings.ios[0];
@@ -192,27 +125,28 @@ function iosTarget(link: RedirectLink, settings: ResolvedLinkSettings): string |
   return appStoreId ? `https://apps.apple.com/app/id${appStoreId}` : null;
 }
 
-/** Each platform's target for `link`, computed once per settings snapshot. */
-function targetsFor(link: RedirectLink, snapshot: Snapshot, directory: LinkDirectory) {
-  if (link.targets?.snapshot !== snapshot) {
-    const settings = directory.settingsIn(snapshot, link.row.project_id);
+/** Each platform's target for `cached`, computed once per settings snapshot. */
+function targetsFor(cached: RedirectLink, snapshot: Snapshot, directory: LinkDirectory) {
+  if (cached.targets?.snapshot !== snapshot) {
+    const { link } = cached;
+    const settings = directory.settingsIn(snapshot, cached.projectId);
     const androidFallback = link.android?.fallbackUrl;
-    link.targets = {
+    cached.targets = {
       snapshot,
-      desktop: withUtm(link.row.url, link.utm),
-      androidFallback: androidFallback ? headerUrl(androidFallback) : null,
+      desktop: withUtm(link),
+      androidFallback: androidFallback ? new URL(androidFallback).href : null,
       androidStore: androidFallback ? null : androidStorePrefix(link, settings),
       referrerRest: referrerRest(link),
       ios: iosTarget(link, settings),
       matchWindowMs: settings.deferredWindowSeconds * 1000,
     };
   }
-  return link.targets;
+  return cached.targets;
 }
 
 /** The page a link-preview bot gets: Open Graph and Twitter Card tags from `social`. */
-function socialPage(link: RedirectLink, shortUrl: string) {
-  const title = link.social?.title ?? new URL(link.row.url).host;
+function socialPage(link: Link) {
+  const title = link.social?.title ?? new URL(link.url).host;
   const description = link.social?.description;
   const image = link.social?.imageUrl;
   const meta = (attribute: string, pairs: [string, string | undefined][]) =>
@@ -223,7 +157,7 @@ function socialPage(link: RedirectLink, shortUrl: string) {
   const head =
     meta('property', [
       ['og:title', title],
-      ['og:url', shortUrl],
+      ['og:url', link.shortUrl],
       ['og:type', 'website'],
       ['og:description', description],
       ['og:image', image],
@@ -252,24 +186,35 @@ const EXPIRED = pageAnswer(
 );
 
 /**
- * Decides what `GET /l/{slug}` answers on a link domain, and records the click: one decision
- * for every request, answered without waiting when the link domains and the link (or its
- * absence) are cached, which is the common case.
+ * Decides what `GET /l/{slug}` answers on a link domain, and records the click. Links are cached
+ * by (domain, slug), absences included, for `CACHE_TTL_MS`, and dropped on every node when a
+ * link changes (over the shared state's pub/sub).
  */
 export class Redirector {
+  private cache = new Map<string, { at: number; link: RedirectLink | null }>();
+
   constructor(
-    private cache: RedirectCache,
+    private store: Store,
+    private state: SharedState,
+    private clock: Clock,
     private directory: LinkDirectory,
     private clicks: ClickRecorder,
-    private clock: Clock,
-    /** The short URL of `domain/l/slug` (what a preview card names). */
-    private shortUrl: (domain: string, slug: string) => string,
+    private toLink: (row: LinksTable) => Link,
   ) {}
 
-  /**
-   * The answer to a visit of `host/l/slug`: at once when the link domains and the link (or its
-   * absence) are cached, else a promise of it once they are loaded.
-   */
+  /** Subscribes to other nodes' link changes; resolves with the unsubscribe function. */
+  listen() {
+    return this.state.subscribe(INVALIDATE_CHANNEL, (key) => this.cache.delete(key));
+  }
+
+  /** Forgets `domain/l/slug` here and on every other node. */
+  async changed(domain: string, slug: string) {
+    const key = `${domain}/${slug}`;
+    this.cache.delete(key);
+    await this.state.publish(INVALIDATE_CHANNEL, key);
+  }
+
+  /** The answer to a visit of `host/l/slug`: at once when what it needs is cached. */
   answer(
     host: string,
     slug: string,
@@ -280,46 +225,67 @@ export class Redirector {
   ): RedirectAnswer | Promise<RedirectAnswer> {
     const snapshot = this.directory.fresh();
     const domain = snapshot && this.directory.domainIn(snapshot, host);
-    const link = domain ? this.cache.peek(domain, slug) : undefined;
-    if (snapshot && domain && link !== undefined) {
-      return this.decide(snapshot, domain, slug, link, userAgent, ip, record);
-    }
-    return this.load(host, slug).then(([loaded, at, found]) =>
-      this.decide(loaded, at, slug, found, userAgent, ip, record),
+    const link = domain ? this.peek(domain, slug) : undefined;
+    if (snapshot && link !== undefined) return this.decide(snapshot, link, userAgent, ip, record);
+    return this.load(host, slug).then(([loaded, found]) =>
+      this.decide(loaded, found, userAgent, ip, record),
     );
+  }
+
+  /** The cached answer for `domain/l/slug`: a link, null (known not to exist), or undefined. */
+  private peek(domain: string, slug: string): RedirectLink | null | undefined {
+    const hit = this.cache.get(`${domain}/${slug}`);
+    return hit && this.clock.now() - hit.at < CACHE_TTL_MS ? hit.link : undefined;
   }
 
   private async load(host: string, slug: string) {
     const snapshot = await this.directory.current();
     const domain = this.directory.domainIn(snapshot, host);
+    let link = this.peek(domain, slug);
     // A cached slug was checked when it was loaded; only a miss needs the shape check.
-    let link = this.cache.peek(domain, slug);
-    if (link === undefined) link = SLUG.test(slug) ? await this.cache.load(domain, slug) : null;
-    return [snapshot, domain, link] as const;
+    if (link === undefined) {
+      const row = SLUG.test(slug)
+        ? await this.store.db
+            .selectFrom('links')
+            .selectAll()
+            .where('domain', '=', domain)
+            .where('slug', '=', slug)
+            .executeTakeFirst()
+        : undefined;
+      link = row
+        ? {
+            link: this.toLink(row),
+            projectId: row.project_id,
+            expiresAtMs: row.expires_at === null ? null : Date.parse(row.expires_at),
+          }
+        : null;
+      // Evict the oldest insertion (Map keeps insertion order).
+      if (this.cache.size >= CACHE_MAX_ENTRIES) this.cache.delete(this.cache.keys().next().value!);
+      this.cache.set(`${domain}/${slug}`, { at: this.clock.now(), link });
+    }
+    return [snapshot, link] as const;
   }
 
   private decide(
     snapshot: Snapshot,
-    domain: string,
-    slug: string,
-    link: RedirectLink | null,
+    cached: RedirectLink | null,
     userAgent: string,
     ip: string,
     record: boolean,
   ): RedirectAnswer {
-    if (!link) return NOT_FOUND;
+    if (!cached) return NOT_FOUND;
     const now = this.clock.now();
-    if (link.expiresAtMs !== null && link.expiresAtMs <= now) return EXPIRED;
+    if (cached.expiresAtMs !== null && cached.expiresAtMs <= now) return EXPIRED;
     const platform = detectPlatform(userAgent);
     // Previews are not clicks: they are answered with the card and not recorded.
-    if (platform === 'bot') return pageAnswer(200, socialPage(link, this.shortUrl(domain, slug)));
-    const targets = targetsFor(link, snapshot, this.directory);
+    if (platform === 'bot') return pageAnswer(200, socialPage(cached.link));
+    const targets = targetsFor(cached, snapshot, this.directory);
     const clickId = newId('clk', now);
     if (record)
       this.clicks.record({
         id: clickId,
-        projectId: link.row.project_id,
-        linkId: link.row.id,
+        projectId: cached.projectId,
+        linkId: cached.link.id,
         platform,
         ip,
         userAgent,
@@ -342,13 +308,13 @@ export class Redirector {
 }
 
 const OBJECT = { type: 'object', additionalProperties: true };
-const htmlPage = (description: string) => ({
-  description,
-  content: { 'text/html': { schema: { type: 'string' } } },
-});
 const jsonBody = (description: string, schema: object) => ({
   description,
   content: { 'application/json': { schema } },
+});
+const htmlPage = (description: string) => ({
+  description,
+  content: { 'text/html': { schema: { type: 'string' } } },
 });
 
 function send(reply: FastifyReply, answer: RedirectAnswer) {
@@ -381,83 +347,62 @@ export function publicLinkRoutes(
       },
     },
     (request, reply) => {
-      const userAgent = request.headers['user-agent'] ?? '';
-      const host = request.host.toLowerCase();
       // HEAD (link checkers, prefetchers) gets the same answer and records no click.
       const answer = redirector.answer(
-        host,
+        request.host.toLowerCase(),
         request.params.slug,
-        userAgent,
+        request.headers['user-agent'] ?? '',
         request.ip,
         request.method !== 'HEAD',
       );
       // Not an async function: the usual answer, from the cache, costs no promise.
-      if (!(answer instanceof Promise)) {
-        send(reply, answer);
-        return;
-      }
-      return answer.then((a) => send(reply, a));
+      if (answer instanceof Promise) return answer.then((a) => send(reply, a));
+      send(reply, answer);
     },
   );
 
-  const wellKnownHeaders = {
-    'cache-control': 'public, max-age=300',
-    'x-content-type-options': 'nosniff',
-  };
-
-  app.get(
-    '/.well-known/assetlinks.json',
-    {
-      schema: {
-        tags: ['links'],
-        summary: 'Android Digital Asset Links for this link domain (public)',
-        response: {
-          200: jsonBody('Digital Asset Links statements', { type: 'array', items: OBJECT }),
-        },
+  /** A well-known file: JSON, cached by clients for five minutes. */
+  const wellKnown = (
+    url: string,
+    summary: string,
+    response: object,
+    body: (apps: Awaited<ReturnType<LinkDirectory['appsForDomain']>>) => unknown,
+  ) =>
+    app.get(
+      url,
+      { schema: { tags: ['links'], summary, response: { 200: response } } },
+      async (request, reply) => {
+        const domain = await directory.domainForHost(request.host.toLowerCase());
+        return reply
+          .headers({ 'cache-control': 'public, max-age=300', 'x-content-type-options': 'nosniff' })
+          .type('application/json')
+          .serializer(JSON.stringify)
+          .send(body(await directory.appsForDomain(domain)));
       },
-    },
-    async (request, reply) => {
-      const domain = await directory.domainForHost(request.host.toLowerCase());
-      const { android } = await directory.appsForDomain(domain);
-      const statements = android.map((a) => ({
+    );
+
+  wellKnown(
+    '/.well-known/assetlinks.json',
+    'Android Digital Asset Links for this link domain (public)',
+    jsonBody('Digital Asset Links statements', { type: 'array', items: OBJECT }),
+    ({ android }) =>
+      android.map((a) => ({
         relation: ['delegate_permission/common.handle_all_urls'],
         target: {
           namespace: 'android_app',
           package_name: a.packageName,
           sha256_cert_fingerprints: a.sha256CertFingerprints,
         },
-      }));
-      return reply
-        .headers(wellKnownHeaders)
-        .type('application/json')
-        .serializer(JSON.stringify)
-        .send(statements);
-    },
+      })),
   );
-
-  app.get(
+  wellKnown(
     '/.well-known/apple-app-site-association',
-    {
-      schema: {
-        tags: ['links'],
-        summary: 'Apple App Site Association for this link domain (public)',
-        response: { 200: jsonBody('The applinks of the apps of this domain', OBJECT) },
-      },
-    },
-    async (request, reply) => {
-      const domain = await directory.domainForHost(request.host.toLowerCase());
-      const { ios } = await directory.appsForDomain(domain);
+    'Apple App Site Association for this link domain (public)',
+    jsonBody('The applinks of the apps of this domain', OBJECT),
+    ({ ios }) => {
       const appIds = [...new Set(ios.map((a) => `${a.teamId}.${a.bundleId}`))];
-      const body = {
-        applinks: {
-          details: appIds.length > 0 ? [{ appIDs: appIds, components: AASA_COMPONENTS }] : [],
-        },
-      };
-      return reply
-        .headers(wellKnownHeaders)
-        .type('application/json')
-        .serializer(JSON.stringify)
-        .send(body);
+      const details = appIds.length > 0 ? [{ appIDs: appIds, components: AASA_COMPONENTS }] : [];
+      return { applinks: { details } };
     },
   );
 }

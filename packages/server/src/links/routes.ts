@@ -20,14 +20,14 @@ import type { LinkEvents } from './events.ts';
 import type { DeferredMatcher } from './matching.ts';
 import type { LinkService } from './service.ts';
 
-/** Link bodies are small: params ≤ 8 KiB plus the rest. */
-const BODY_LIMIT = 64 * 1024;
-
-/** A route's options: the key gate for Links, the body limit, its summary and schemas. */
+/**
+ * A route's options: the key gate for Links, the body limit (64 KiB: params ≤ 8 KiB plus the
+ * rest), its summary and schemas.
+ */
 function route<S extends FastifySchema>(summary: string, schema: S) {
   return {
     config: { auth: { product: 'links', clientKeys: true } as const },
-    bodyLimit: BODY_LIMIT,
+    bodyLimit: 64 * 1024,
     schema: { tags: ['links'], summary, ...schema },
   };
 }

@@ -16,12 +16,11 @@ import type { LinkDirectory, ResolvedLinkSettings } from './settings.ts';
 import type { LinksTable } from './tables.ts';
 
 const SLUG_ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
-/** Generated slugs: 8 base62 characters (≈47.6 random bits). */
-const SLUG_LENGTH = 8;
 
+/** A generated slug: 8 base62 characters (≈47.6 random bits). */
 function generateSlug() {
   let slug = '';
-  for (let i = 0; i < SLUG_LENGTH; i++) slug += SLUG_ALPHABET[randomInt(SLUG_ALPHABET.length)];
+  for (let i = 0; i < 8; i++) slug += SLUG_ALPHABET[randomInt(SLUG_ALPHABET.length)];
   return slug;
 }
 
@@ -34,6 +33,11 @@ export function jsonOrNull(value: unknown) {
   return value === undefined || value === null ? null : JSON.stringify(value);
 }
 
+/** `invalid_request` about one field: `detail` for people, `path` and `message` for programs. */
+export function invalidField(path: string, message: string, detail: string) {
+  return new ApiError('invalid_request', detail, { errors: [{ path, message }] });
+}
+
 /** Serialised size of a JSON value; a value too deep to serialise counts as too large. */
 export function jsonBytes(value: unknown): number {
   try {
@@ -43,15 +47,37 @@ export function jsonBytes(value: unknown): number {
   }
 }
 
-/** Which unique constraint an insert or update broke, if any (SQLite and PostgreSQL). */
-function uniqueViolation(err: unknown): 'slug' | 'external_id' | null {
+/**
+ * Rethrows a broken unique constraint of `links` as its API error (SQLite and PostgreSQL), or
+ * returns true for a generated slug's collision, which the caller draws again.
+ */
+function conflict(err: unknown, slug: string, redraw: boolean): true {
   const e = err as { code?: string; message?: string; constraint?: string };
   const text = `${e.constraint ?? ''} ${e.message ?? ''}`;
-  if (e.code !== '23505' && !String(e.code).startsWith('SQLITE_CONSTRAINT')) return null;
-  if (/links_domain_slug_key|links\.domain, links\.slug/.test(text)) return 'slug';
-  if (/links_project_external_id_key|links\.project_id, links\.external_id/.test(text))
-    return 'external_id';
-  return null;
+  if (e.code === '23505' || String(e.code).startsWith('SQLITE_CONSTRAINT')) {
+    if (/links_domain_slug_key|links\.domain, links\.slug/.test(text)) {
+      if (redraw) return true;
+      throw new ApiError('slug_taken', `${slug} exists.`);
+    }
+    if (/links_project_external_id_key|links\.project_id, links\.external_id/.test(text))
+      throw new ApiError('external_id_taken');
+  }
+  throw err;
+}
+
+/** The columns a create or update body sets: only those of the fields it gives. */
+function columns(body: CreateLinkBody | UpdateLinkBody): Partial<LinksTable> {
+  const row: Partial<LinksTable> = {};
+  if (body.url !== undefined) row.url = body.url;
+  if (body.slug !== undefined) row.slug = body.slug;
+  for (const field of ['android', 'ios', 'utm', 'social'] as const) {
+    if (body[field] !== undefined) row[field] = jsonOrNull(body[field]);
+  }
+  if (body.params !== undefined) row.params = JSON.stringify(body.params);
+  if (body.expiresAt !== undefined)
+    row.expires_at = body.expiresAt === null ? null : iso(Date.parse(body.expiresAt));
+  if (body.externalId !== undefined) row.external_id = body.externalId;
+  return row;
 }
 
 /**
@@ -69,18 +95,14 @@ export class LinkService {
     private changed: (domain: string, slug: string) => Promise<void>,
   ) {}
 
-  shortUrl(domain: string, slug: string) {
-    return domain === this.directory.defaultHost
-      ? `${this.publicUrl}/l/${slug}`
-      : `https://${domain}/l/${slug}`;
-  }
-
   toLink(row: LinksTable): Link {
+    const { domain, slug } = row;
+    const onDefaultHost = domain === this.directory.defaultHost;
     return {
       id: row.id,
-      slug: row.slug,
-      domain: row.domain,
-      shortUrl: this.shortUrl(row.domain, row.slug),
+      slug,
+      domain,
+      shortUrl: onDefaultHost ? `${this.publicUrl}/l/${slug}` : `https://${domain}/l/${slug}`,
       url: row.url,
       android: row.android === null ? null : json(row.android),
       ios: row.ios === null ? null : json(row.ios),
@@ -122,9 +144,11 @@ export class LinkService {
       throw new ApiError('params_too_large');
     }
     if (body.expiresAt && Date.parse(body.expiresAt) <= this.clock.now()) {
-      throw new ApiError('invalid_request', 'expiresAt must be in the future.', {
-        errors: [{ path: 'body.expiresAt', message: 'must be in the future' }],
-      });
+      throw invalidField(
+        'body.expiresAt',
+        'must be in the future',
+        'expiresAt must be in the future.',
+      );
     }
   }
 
@@ -140,17 +164,18 @@ export class LinkService {
       id: newId('lnk', this.clock.now()),
       project_id: projectId,
       domain,
-      slug: body.slug ?? generateSlug(),
+      slug: generateSlug(),
       url: body.url,
-      android: jsonOrNull(body.android),
-      ios: jsonOrNull(body.ios),
-      params: JSON.stringify(body.params ?? {}),
-      utm: jsonOrNull(body.utm),
-      social: jsonOrNull(body.social),
-      expires_at: body.expiresAt ? iso(Date.parse(body.expiresAt)) : null,
-      external_id: body.externalId ?? null,
+      android: null,
+      ios: null,
+      params: '{}',
+      utm: null,
+      social: null,
+      expires_at: null,
+      external_id: null,
       created_at: now,
       updated_at: now,
+      ...columns(body),
     };
     // A generated slug that collides is drawn again; a chosen one is the caller's conflict.
     for (let attempt = 0; ; attempt++) {
@@ -158,14 +183,8 @@ export class LinkService {
         await this.store.db.insertInto('links').values(row).execute();
         break;
       } catch (err) {
-        const which = uniqueViolation(err);
-        if (which === 'slug' && body.slug === undefined && attempt < 5) {
-          row.slug = generateSlug();
-          continue;
-        }
-        if (which === 'slug') throw new ApiError('slug_taken', `${domain}/l/${row.slug} exists.`);
-        if (which === 'external_id') throw new ApiError('external_id_taken');
-        throw err;
+        conflict(err, `${domain}/l/${row.slug}`, body.slug === undefined && attempt < 5);
+        row.slug = generateSlug();
       }
     }
     await this.changed(row.domain, row.slug);
@@ -173,7 +192,7 @@ export class LinkService {
   }
 
   /** The project's link `id`; `link_not_found` otherwise. */
-  async row(projectId: string, id: string): Promise<LinksTable> {
+  async row(projectId: string, id: string) {
     const row = await this.store.db
       .selectFrom('links')
       .selectAll()
@@ -220,17 +239,7 @@ export class LinkService {
   async update(projectId: string, id: string, body: UpdateLinkBody): Promise<Link> {
     const current = await this.row(projectId, id);
     await this.checkContent(body, await this.directory.settings(projectId));
-    const patch: Partial<LinksTable> = { updated_at: iso(this.clock.now()) };
-    if (body.url !== undefined) patch.url = body.url;
-    if (body.slug !== undefined) patch.slug = body.slug;
-    if (body.android !== undefined) patch.android = jsonOrNull(body.android);
-    if (body.ios !== undefined) patch.ios = jsonOrNull(body.ios);
-    if (body.params !== undefined) patch.params = JSON.stringify(body.params);
-    if (body.utm !== undefined) patch.utm = jsonOrNull(body.utm);
-    if (body.social !== undefined) patch.social = jsonOrNull(body.social);
-    if (body.expiresAt !== undefined)
-      patch.expires_at = body.expiresAt === null ? null : iso(Date.parse(body.expiresAt));
-    if (body.externalId !== undefined) patch.external_id = body.externalId;
+    const patch = { ...columns(body), updated_at: iso(this.clock.now()) };
     try {
       await this.store.db
         .updateTable('links')
@@ -239,10 +248,7 @@ export class LinkService {
         .where('project_id', '=', projectId)
         .execute();
     } catch (err) {
-      const which = uniqueViolation(err);
-      if (which === 'slug') throw new ApiError('slug_taken');
-      if (which === 'external_id') throw new ApiError('external_id_taken');
-      throw err;
+      conflict(err, `${current.domain}/l/${patch.slug}`, false);
     }
     await this.changed(current.domain, current.slug);
     if (patch.slug !== undefined) await this.changed(current.domain, patch.slug);

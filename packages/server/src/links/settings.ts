@@ -13,17 +13,12 @@ import { parseDestination } from './destination.ts';
 
 const checkSettings = TypeCompiler.Compile(LinkSettings);
 
-/** A project's link settings with defaults applied. */
-export interface ResolvedLinkSettings {
-  domains: string[];
-  android: { packageName: string; sha256CertFingerprints: string[]; storeUrl?: string }[];
-  ios: { teamId: string; bundleId: string; appStoreId: string }[];
+/** A project's link settings with defaults applied (`allowedDestinations`: null for any). */
+export type ResolvedLinkSettings = Required<Omit<LinkSettings, 'allowedDestinations'>> & {
   allowedDestinations: string[] | null;
-  deferredWindowSeconds: number;
-  referrerWindowSeconds: number;
-}
+};
 
-export function resolveSettings(raw: LinkSettings | undefined): ResolvedLinkSettings {
+function resolveSettings(raw: LinkSettings | undefined): ResolvedLinkSettings {
   return {
     domains: raw?.domains ?? [],
     android: raw?.android ?? [],
@@ -36,19 +31,13 @@ export function resolveSettings(raw: LinkSettings | undefined): ResolvedLinkSett
 
 /** `AB:CD:…`, upper case with colons, whatever the operator typed. */
 function normaliseFingerprint(value: string) {
-  const hex = value.replaceAll(':', '').toUpperCase();
-  return hex.match(/../g)!.join(':');
-}
-
-interface ProjectEntry {
-  products: Product[];
-  settings: ResolvedLinkSettings;
+  return value.replaceAll(':', '').toUpperCase().match(/../g)!.join(':');
 }
 
 /** One consistent read of every project's link settings. */
 export interface Snapshot {
   loadedAtMs: number;
-  projects: Map<string, ProjectEntry>;
+  projects: Map<string, { products: Product[]; settings: ResolvedLinkSettings }>;
   /** Custom link domain → owning project. The default host is never in here. */
   domains: Map<string, string>;
 }
@@ -95,16 +84,15 @@ export class LinkDirectory {
       .selectFrom('projects')
       .select(['id', 'products', 'settings'])
       .execute();
-    const projects = new Map<string, ProjectEntry>();
+    const projects: Snapshot['projects'] = new Map();
     const domains = new Map<string, string>();
     for (const row of rows) {
       const settings = resolveSettings(json<{ links?: LinkSettings }>(row.settings).links);
       projects.set(row.id, { products: json<Product[]>(row.products), settings });
       for (const domain of settings.domains) domains.set(domain, row.id);
     }
-    const snapshot = { loadedAtMs: this.clock.now(), projects, domains };
-    this.snapshot = snapshot;
-    return snapshot;
+    this.snapshot = { loadedAtMs: this.clock.now(), projects, domains };
+    return this.snapshot;
   }
 
   /** The link domain a request's Host names: a project's custom domain, else the default host. */
@@ -122,13 +110,11 @@ export class LinkDirectory {
 
   /** True when `host` is a link domain (the default host or any project's custom domain). */
   async isLinkDomain(host: string): Promise<boolean> {
-    if (host === this.defaultHost) return true;
-    return (await this.current()).domains.has(host);
+    return host === this.defaultHost || (await this.current()).domains.has(host);
   }
 
   async settings(projectId: string): Promise<ResolvedLinkSettings> {
-    const entry = (await this.current()).projects.get(projectId);
-    return entry?.settings ?? resolveSettings(undefined);
+    return this.settingsIn(await this.current(), projectId);
   }
 
   /**

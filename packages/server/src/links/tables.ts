@@ -1,7 +1,6 @@
 import type { Platform } from './platform.ts';
 
-/** Links tables (see storage/schema.ts for the column conventions). */
-
+/** A link (see storage/schema.ts for the column conventions). */
 export interface LinksTable {
   id: string;
   project_id: string;
@@ -9,10 +8,9 @@ export interface LinksTable {
   domain: string;
   slug: string;
   url: string;
-  /** JSON objects, or null. */
+  /** JSON objects (`params`: the deep-link data), or null. */
   android: string | null;
   ios: string | null;
-  /** JSON object (the deep-link data). */
   params: string;
   utm: string | null;
   social: string | null;

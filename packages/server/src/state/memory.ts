@@ -1,7 +1,9 @@
 import { EventEmitter } from 'node:events';
 import { DependencyHealth } from '../unavailable.ts';
+import { MemoryRecentSets } from './recent-sets.ts';
 import {
   type RateLimitResult,
+  type RecentSetsOptions,
   type SharedState,
   type StateCases,
   type SubscriptionEvents,
@@ -28,6 +30,7 @@ export class MemoryState implements SharedState {
   private windows = new Map<number, Map<string, Window>>();
   private bus = new EventEmitter().setMaxListeners(0);
   private sweeper: NodeJS.Timeout;
+  private recent = new Map<string, MemoryRecentSets>();
 
   constructor() {
     // Drop counters that can no longer affect a decision, so memory stays bounded.
@@ -75,6 +78,15 @@ export class MemoryState implements SharedState {
     return async () => {
       this.bus.off(channel, handler);
     };
+  }
+
+  recentSets(name: string, options: RecentSetsOptions) {
+    let sets = this.recent.get(name);
+    if (!sets) {
+      sets = new MemoryRecentSets(options);
+      this.recent.set(name, sets);
+    }
+    return sets;
   }
 
   async ping() {

@@ -4,8 +4,10 @@ import { Redis, type RedisOptions } from 'ioredis';
 import { DependencyHealth, DependencyUnavailableError } from '../unavailable.ts';
 import { MemoryState } from './memory.ts';
 import { PermitLeases, type Returned } from './permits.ts';
+import { RedisRecentSets } from './recent-sets.ts';
 import {
   type RateLimitResult,
+  type RecentSetsOptions,
   type SharedState,
   type StateCases,
   type SubscriptionEvents,
@@ -500,6 +502,10 @@ export class RedisState implements SharedState {
         await this.subscriber.unsubscribe(full).catch(() => {});
       }
     };
+  }
+
+  recentSets(name: string, options: RecentSetsOptions) {
+    return new RedisRecentSets(this, name, options);
   }
 
   async ping() {

@@ -26,6 +26,38 @@ export interface RateLimitResult {
   retryAfterSeconds: number;
 }
 
+/** One member written to a key of {@link RecentSets}. */
+export interface RecentMember {
+  key: string;
+  member: string;
+  /** Its time, ms since the epoch: members are kept and recalled by it. */
+  ms: number;
+  /** How long the key is kept after this write. */
+  ttlMs: number;
+}
+
+export interface RecentSetsOptions {
+  /** Members a key keeps at most: its newest. */
+  keep: number;
+  /** In process: members kept at most over all keys (the least recently written keys go). */
+  maxMembers: number;
+}
+
+/**
+ * Keys holding their most recent members, each with a time: per key the newest `keep`, the key
+ * dropped `ttlMs` after its last write. In Redis a sorted set per key, seen by every node; in
+ * process a map, bounded by `maxMembers`, empty after a restart. Calls follow the shared
+ * state's outage policy.
+ */
+export interface RecentSets {
+  /** True when the sets outlive this process (Redis); false in process. */
+  readonly durable: boolean;
+  /** Adds members, oldest first; a member already in its key is kept once. `nowMs`: the clock. */
+  add(members: RecentMember[], nowMs: number): Promise<void>;
+  /** The key's members with a time of at least `sinceMs`, newest first, at most `limit`. */
+  recent(key: string, sinceMs: number, limit: number): Promise<{ member: string; ms: number }[]>;
+}
+
 /**
  * State shared by every node of a fleet: rate-limit counters, pub/sub fan-out. One
  * implementation keeps it in process (the embedded default), the other in Redis. Both behave
@@ -61,6 +93,12 @@ export interface SharedState {
   publish(channel: string, message: string): Promise<number>;
   /** Calls `handler` for each message on `channel`; resolves once the subscription is live. */
   subscribe(channel: string, handler: (message: string) => void): Promise<() => Promise<void>>;
+  /**
+   * The recent sets called `name` (see {@link RecentSets}): for what a product keeps a while
+   * and any node may ask for, such as Links' deferred-match candidates. Options are those of
+   * the first call for a name in process.
+   */
+  recentSets(name: string, options: RecentSetsOptions): RecentSets;
   /** True when the store answers (within its deadline). */
   ping(): Promise<boolean>;
   close(): Promise<void>;

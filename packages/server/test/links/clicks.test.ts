@@ -5,10 +5,9 @@ import pino from 'pino';
 import { newId } from '../../src/ids.ts';
 import {
   CANDIDATES_PER_KEY,
-  type CandidateStore,
+  CandidateStore,
+  candidate,
   candidateKey,
-  candidateStoreFor,
-  MemoryCandidateStore,
 } from '../../src/links/candidates.ts';
 import {
   type Click,
@@ -17,7 +16,7 @@ import {
   clickIdTime,
 } from '../../src/links/clicks.ts';
 import type { Platform } from '../../src/links/platform.ts';
-import { RedisState } from '../../src/state/redis.ts';
+import { MemoryState, RedisState } from '../../src/state/index.ts';
 import {
   type Backend,
   DIALECTS,
@@ -67,7 +66,7 @@ for (const c of cases) {
   describe(`click recorder: ${c.name}`, async () => {
     const { store, drop } = await freshStore(c.db);
     const shared = freshState(c.state);
-    const candidates = candidateStoreFor(shared.state, 100_000);
+    const candidates = new CandidateStore(shared.state, 100_000);
     const logs = new LogCapture();
     const log = pino({ level: 'warn' }, logs);
     // A long delay: only flush() writes.
@@ -261,7 +260,7 @@ test('a node that starts puts back the in-process candidates still inside a wind
   const log = pino({ level: 'silent' });
   const at = Date.parse('2026-06-06T10:00:00.000Z');
   try {
-    const before = new ClickRecorder(store, new MemoryCandidateStore(100), KEY, log);
+    const before = new ClickRecorder(store, new CandidateStore(new MemoryState(), 100), KEY, log);
     const recent = click(at, 'lnk_2', 'ios', '192.0.2.7');
     before.record(click(at - 2 * HOUR, 'lnk_1', 'ios', '192.0.2.7'));
     before.record(recent);
@@ -269,7 +268,7 @@ test('a node that starts puts back the in-process candidates still inside a wind
     for (let i = 0; i < 7; i++) before.record(click(at + 1 + i, 'lnk_3', 'android', '192.0.2.8'));
     await before.close();
 
-    const restarted = new MemoryCandidateStore(100);
+    const restarted = new CandidateStore(new MemoryState(), 100);
     const after = new ClickRecorder(store, restarted, KEY, log);
     assert.equal(await after.restoreCandidates(at + 1000, HOUR, 4), 4);
     assert.deepEqual(
@@ -300,15 +299,10 @@ test('a node that starts puts back the in-process candidates still inside a wind
 });
 
 test('the in-process store forgets expired keys and the least recently written beyond its bound', async () => {
-  const memory = new MemoryCandidateStore(3);
+  const memory = new CandidateStore(new MemoryState(), 3);
   const at = Date.parse('2026-06-07T10:00:00.000Z');
-  const entry = (key: string, ms: number, ttlMs = HOUR) => ({
-    key,
-    clickId: `clk_${key}${ms}`,
-    linkId: 'l',
-    ms,
-    ttlMs,
-  });
+  const entry = (key: string, ms: number, ttlMs = HOUR) =>
+    candidate(key, `clk_${key}${ms}`, 'l', ms, ttlMs);
   await memory.add([entry('a', at), entry('b', at, 1000), entry('c', at)], at);
   await memory.add([entry('a', at + 1)], at + 1);
   // Four candidates, a bound of three: b, written least recently, goes.
@@ -327,12 +321,12 @@ test('nodes of a fleet match each other’s clicks through Redis', {
   // Another node: its own connection to the same Redis, under the same prefix.
   const bState = new RedisState(REDIS_URL!, a.prefix, TEST_STATE_TIMEOUT_MS);
   try {
-    const nodeA: CandidateStore = candidateStoreFor(a.state, 100);
-    const nodeB: CandidateStore = candidateStoreFor(bState, 100);
+    const nodeA = new CandidateStore(a.state, 100);
+    const nodeB = new CandidateStore(bState, 100);
     const at = Date.now();
     const key = candidateKey('prj_1', 'android', fp('192.0.2.20'));
-    await nodeA.add([{ key, clickId: 'clk_a', linkId: 'lnk_a', ms: at, ttlMs: HOUR }], at);
-    await nodeB.add([{ key, clickId: 'clk_b', linkId: 'lnk_b', ms: at + 1, ttlMs: HOUR }], at + 1);
+    await nodeA.add([candidate(key, 'clk_a', 'lnk_a', at, HOUR)], at);
+    await nodeB.add([candidate(key, 'clk_b', 'lnk_b', at + 1, HOUR)], at + 1);
     for (const node of [nodeA, nodeB]) {
       assert.deepEqual(await node.recall(key, at - HOUR, 10), [
         { clickId: 'clk_b', linkId: 'lnk_b', ms: at + 1 },
@@ -341,7 +335,7 @@ test('nodes of a fleet match each other’s clicks through Redis', {
     }
     assert.equal((await nodeA.recall(key, at - HOUR, 1)).length, 1, 'the limit holds');
     // The key expires with the window after its last write.
-    const ttl = await bState.redis.pttl(bState.key(key));
+    const ttl = await bState.redis.pttl(bState.key(`links:cand:${key}`));
     assert.ok(ttl > HOUR - 60_000 && ttl <= HOUR, String(ttl));
   } finally {
     await bState.close();

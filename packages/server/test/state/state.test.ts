@@ -12,6 +12,50 @@ for (const kind of KINDS) {
     const minute = 60_000;
     const t0 = Date.parse('2026-06-01T00:00:00.000Z');
 
+    test('recent sets keep each key’s newest members, recalled newest first from a time on', async () => {
+      const sets = state.recentSets('test:recent', { keep: 3, maxMembers: 1000 });
+      assert.equal(sets.durable, kind === 'redis');
+      const hour = 3_600_000;
+      const at = Date.now();
+      const member = (key: string, name: string, ms: number) => ({
+        key,
+        member: name,
+        ms,
+        ttlMs: hour,
+      });
+      await sets.add(
+        ['a', 'b', 'c', 'd'].map((m, i) => member('k1', m, at + i)),
+        at + 3,
+      );
+      await sets.add([member('k1', 'b', at + 1), member('k2', 'x', at)], at + 3);
+      assert.deepEqual(
+        await sets.recent('k1', at, 10),
+        [
+          { member: 'd', ms: at + 3 },
+          { member: 'c', ms: at + 2 },
+          { member: 'b', ms: at + 1 },
+        ],
+        'the newest three, each once',
+      );
+      assert.deepEqual(await sets.recent('k1', at + 2, 10), [
+        { member: 'd', ms: at + 3 },
+        { member: 'c', ms: at + 2 },
+      ]);
+      assert.equal((await sets.recent('k1', at, 1)).length, 1, 'at most the limit');
+      assert.deepEqual(await sets.recent('k2', at, 10), [{ member: 'x', ms: at }]);
+      assert.deepEqual(await sets.recent('nothing', at, 10), []);
+      assert.equal(
+        state.recentSets('test:recent', { keep: 3, maxMembers: 1000 }).durable,
+        sets.durable,
+      );
+      assert.equal(
+        (await state.recentSets('test:recent', { keep: 3, maxMembers: 1000 }).recent('k2', 0, 10))
+          .length,
+        1,
+        'the same sets by name',
+      );
+    });
+
     test('a fixed burst gets exactly the limit', async () => {
       const results = await Promise.all(
         Array.from({ length: 15 }, () => state.rateLimit('burst', 10, minute, t0 + 1000)),

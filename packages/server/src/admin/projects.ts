@@ -30,7 +30,7 @@ export type SettingsValidator = (
 ) => Record<string, unknown> | Promise<Record<string, unknown>>;
 
 /** Called after a project was updated or deleted (e.g. to drop caches derived from it). */
-export type ProjectListener = (projectId: string) => void;
+export type ProjectListener = (projectId: string, deleted: boolean) => void;
 
 /** Projects: create, read, update (including per-product settings), delete. */
 export class ProjectService {
@@ -53,8 +53,8 @@ export class ProjectService {
     this.listeners.push(listener);
   }
 
-  private changed(id: string) {
-    for (const listener of this.listeners) listener(id);
+  private changed(id: string, deleted = false) {
+    for (const listener of this.listeners) listener(id, deleted);
   }
 
   async create(body: CreateProjectBody): Promise<Project> {
@@ -150,6 +150,6 @@ export class ProjectService {
       .executeTakeFirst();
     if (result.numDeletedRows === 0n) throw new ApiError('project_not_found');
     await this.keys.invalidateEverywhere();
-    this.changed(id);
+    this.changed(id, true);
   }
 }

@@ -116,12 +116,6 @@ export class DeferredMatcher {
    * its (deleted) links. Its clicks leave when they are pruned.
    */
   async forgetProject(projectId: string) {
-    const exists = await this.store.db
-      .selectFrom('projects')
-      .select('id')
-      .where('id', '=', projectId)
-      .executeTakeFirst();
-    if (exists) return;
     await this.store.db
       .deleteFrom('link_click_claims')
       .where('project_id', '=', projectId)

@@ -27,28 +27,23 @@ export interface LinksDeps
 export const linksPlugin: FastifyPluginAsync<{ svc: LinksDeps }> = async (app, { svc }) => {
   const { store, state, clock, config } = svc;
   const defaultHost = new URL(config.publicUrl).host.toLowerCase();
-  const directory = new LinkDirectory(store, clock, defaultHost);
+  const directory = new LinkDirectory(svc.projects, clock, defaultHost);
   const candidates = new CandidateStore(state, config.links.maxCandidates);
   const clicks = new ClickRecorder(store, candidates, fingerprintKey(svc.secret), app.log);
-  const redirector = new Redirector(
-    store,
-    state,
-    clock,
-    directory,
-    clicks,
-    (row): Link => links.toLink(row),
-  );
+  const toLink = (row: Parameters<LinkService['toLink']>[0]): Link => links.toLink(row);
+  const redirector = new Redirector(store, state, clock, directory, clicks, toLink);
   const links = new LinkService(store, clock, directory, config.publicUrl, (domain, slug) =>
     redirector.changed(domain, slug),
   );
   const events = new LinkEvents(store, clock, directory, links, clicks);
   const matcher = new DeferredMatcher(store, clock, directory, links, events, clicks, candidates);
 
-  svc.projects.registerSettings('links', linkSettingsValidator(store, defaultHost));
+  svc.projects.registerSettings('links', linkSettingsValidator(svc.projects, defaultHost));
   // A project changed here: drop our cached settings and tell the other nodes to do the same.
-  svc.projects.onChange((projectId) => {
+  svc.projects.onChange((projectId, deleted) => {
     directory.invalidate();
-    matcher.forgetProject(projectId).catch((err) => app.log.warn({ err }, 'click cleanup failed'));
+    const forgotten = deleted ? matcher.forgetProject(projectId) : null;
+    forgotten?.catch((err) => app.log.warn({ err }, 'click cleanup failed'));
     state.publish(PROJECTS_CHANNEL, '').catch((err) => app.log.warn({ err }, 'publish failed'));
   });
   const unsubscribers = await Promise.all([

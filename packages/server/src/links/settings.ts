@@ -6,9 +6,9 @@ import {
   type Product,
   type Project,
 } from '@svc/protocol';
+import type { ProjectService } from '../admin/projects.ts';
 import type { Clock } from '../clock.ts';
 import { ApiError } from '../http/problem.ts';
-import { json, type Store } from '../storage/db.ts';
 import { parseDestination } from './destination.ts';
 
 const checkSettings = TypeCompiler.Compile(LinkSettings);
@@ -52,7 +52,7 @@ export class LinkDirectory {
   private loading: Promise<Snapshot> | null = null;
 
   constructor(
-    private store: Store,
+    private projectService: ProjectService,
     private clock: Clock,
     /** The server's own host (from SVC_PUBLIC_URL): every project's default link domain. */
     readonly defaultHost: string,
@@ -80,16 +80,12 @@ export class LinkDirectory {
   }
 
   private async load(): Promise<Snapshot> {
-    const rows = await this.store.db
-      .selectFrom('projects')
-      .select(['id', 'products', 'settings'])
-      .execute();
     const projects: Snapshot['projects'] = new Map();
     const domains = new Map<string, string>();
-    for (const row of rows) {
-      const settings = resolveSettings(json<{ links?: LinkSettings }>(row.settings).links);
-      projects.set(row.id, { products: json<Product[]>(row.products), settings });
-      for (const domain of settings.domains) domains.set(domain, row.id);
+    for (const project of await this.projectService.list()) {
+      const settings = resolveSettings(project.settings.links as LinkSettings | undefined);
+      projects.set(project.id, { products: project.products, settings });
+      for (const domain of settings.domains) domains.set(domain, project.id);
     }
     this.snapshot = { loadedAtMs: this.clock.now(), projects, domains };
     return this.snapshot;
@@ -140,7 +136,7 @@ export class LinkDirectory {
  * rules for store URLs, fingerprints in canonical form, and no custom domain that another
  * project already claims (`domain_taken`) or that is the server's own host.
  */
-export function linkSettingsValidator(store: Store, defaultHost: string) {
+export function linkSettingsValidator(projects: ProjectService, defaultHost: string) {
   return async (value: unknown, project: Project): Promise<Record<string, unknown>> => {
     if (!checkSettings.Check(value)) {
       const errors = [...checkSettings.Errors(value)].slice(0, 10).map((e) => ({
@@ -169,13 +165,9 @@ export function linkSettingsValidator(store: Store, defaultHost: string) {
       );
     }
     if (domains.length > 0) {
-      const others = await store.db
-        .selectFrom('projects')
-        .select(['id', 'settings'])
-        .where('id', '!=', project.id)
-        .execute();
-      for (const other of others) {
-        const claimed = json<{ links?: LinkSettings }>(other.settings).links?.domains ?? [];
+      for (const other of await projects.list()) {
+        if (other.id === project.id) continue;
+        const claimed = (other.settings.links as LinkSettings | undefined)?.domains ?? [];
         const clash = domains.find((d) => claimed.includes(d));
         if (clash) throw new ApiError('domain_taken', `${clash} belongs to another project.`);
       }

@@ -279,7 +279,13 @@ async function fill(env: Record<string, string>, urls: string[]) {
 async function startNode(env: Record<string, string>) {
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'packages/server/test/webhooks/node-process.ts'],
+    // BENCH_NODE_ARGS: extra flags for the nodes (e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`).
+    [
+      ...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
+      '--import',
+      'tsx',
+      'packages/server/test/webhooks/node-process.ts',
+    ],
     {
       cwd: ROOT,
       env: {

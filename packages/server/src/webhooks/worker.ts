@@ -6,11 +6,10 @@ import { newId } from '../ids.ts';
 import type { Sealer } from '../sealing.ts';
 import type { Store } from '../storage/db.ts';
 import { unavailableDependency } from '../unavailable.ts';
-import { openEndpointSecret } from './endpoints.ts';
+import { EndpointCache } from './endpoint-cache.ts';
 import type { WebhookMetrics } from './metrics.ts';
 import { type SendResult, WebhookSender } from './sender.ts';
 import { webhookHeaders } from './signing.ts';
-import { checkTarget, parseWebhookUrl } from './ssrf.ts';
 import type { WebhookAttemptsTable, WebhookDeliveriesTable } from './tables.ts';
 
 export interface WorkerOptions {
@@ -126,6 +125,7 @@ export class DeliveryWorker {
   private wakeUp: (() => void) | null = null;
   private woken = false;
   private sender = new WebhookSender();
+  private cache: EndpointCache;
   private outcomes: { outcome: Outcome; done: (err?: unknown) => void }[] = [];
   private recording: Promise<void> | null = null;
   private pruneTimer: NodeJS.Timeout | null = null;
@@ -140,6 +140,7 @@ export class DeliveryWorker {
 
   constructor(private options: WorkerOptions) {
     this.nodeId = options.nodeId ?? `node_${randomBytes(6).toString('hex')}`;
+    this.cache = new EndpointCache(options.sealer, options.allowPrivate);
     this.endpointCap = Math.max(
       1,
       Math.min(
@@ -452,10 +453,11 @@ export class DeliveryWorker {
           'e.failing_since',
           'p.webhooks_enabled',
         ])
+        // A fixed text (one prepared statement) whatever the number of rows.
         .where(
           'd.id',
           'in',
-          leased.map((r) => r.id),
+          sql<string>`(select value from json_each(${JSON.stringify(leased.map((r) => r.id))}))`,
         )
         .orderBy('d.event_seq')
         .execute();
@@ -582,24 +584,12 @@ export class DeliveryWorker {
   }
 
   private async send(delivery: ClaimedDelivery, startedMs: number): Promise<SendResult> {
-    const url = parseWebhookUrl(delivery.url);
-    const check = url
-      ? await checkTarget(url, this.options.allowPrivate)
-      : ({ ok: false, code: 'webhook_url_forbidden', detail: 'invalid URL' } as const);
+    const check = await this.cache.target(delivery.url, startedMs);
     if (!check.ok) {
       return { error: `refused before connecting: ${check.detail}`, latencyMs: 0, refused: true };
     }
-    const { sealer } = this.options;
-    const secrets = [openEndpointSecret(sealer, delivery.endpoint_id, delivery.secret)];
-    if (
-      delivery.previous_secret &&
-      delivery.previous_secret_expires_at &&
-      delivery.previous_secret_expires_at > iso(startedMs)
-    ) {
-      secrets.push(openEndpointSecret(sealer, delivery.endpoint_id, delivery.previous_secret));
-    }
     const headers = webhookHeaders(
-      secrets,
+      this.cache.signingKeys(delivery, iso(startedMs)),
       delivery.event_id,
       Math.floor(startedMs / 1000),
       delivery.payload,
@@ -797,28 +787,37 @@ export class DeliveryWorker {
         });
       } else await statement.execute(store.db);
     } else {
+      // Two statements of fixed text whatever the batch's size (each prepared once), the batch
+      // passed as one JSON parameter.
+      const attempts = JSON.stringify(batch.map((o) => o.attempt));
+      const states = JSON.stringify(
+        batch.map((o) => ({
+          id: o.delivery.id,
+          token: o.delivery.lease_token ?? '',
+          status: o.status,
+          attempt_count: o.attempt.attempt,
+          next_attempt_at: o.nextAttemptAt,
+          code: o.code,
+          error: o.error,
+        })),
+      );
       await store.db.transaction().execute(async (trx) => {
-        await trx
-          .insertInto('webhook_attempts')
-          .values(batch.map((o) => o.attempt))
-          .execute();
-        for (const o of batch) {
-          await trx
-            .updateTable('webhook_deliveries')
-            .set({
-              status: o.status,
-              attempt_count: o.attempt.attempt,
-              next_attempt_at: o.nextAttemptAt,
-              lease_until: null,
-              lease_token: null,
-              last_status_code: o.code,
-              last_error: o.error,
-              updated_at: now,
-            })
-            .where('id', '=', o.delivery.id)
-            .where('lease_token', '=', o.delivery.lease_token ?? '')
-            .execute();
-        }
+        await sql`
+          insert into webhook_attempts (id, delivery_id, attempt, attempted_at, status_code,
+            latency_ms, error, response_body, next_attempt_at, node_id)
+          select v.value ->> 'id', v.value ->> 'delivery_id', v.value ->> 'attempt',
+            v.value ->> 'attempted_at', v.value ->> 'status_code', v.value ->> 'latency_ms',
+            v.value ->> 'error', v.value ->> 'response_body', v.value ->> 'next_attempt_at',
+            v.value ->> 'node_id'
+          from json_each(${attempts}) v`.execute(trx);
+        await sql`
+          update webhook_deliveries as d set status = v.value ->> 'status',
+            attempt_count = v.value ->> 'attempt_count',
+            next_attempt_at = v.value ->> 'next_attempt_at', lease_until = null,
+            lease_token = null, last_status_code = v.value ->> 'code',
+            last_error = v.value ->> 'error', updated_at = ${now}
+          from json_each(${states}) v
+          where d.id = v.value ->> 'id' and d.lease_token = v.value ->> 'token'`.execute(trx);
         await endpointWrites(trx);
       });
     }

@@ -57,6 +57,8 @@ export interface ClaimedDelivery extends WebhookDeliveriesTable {
 /** What this node knows of an endpoint's health (in memory; each node keeps its own). */
 interface EndpointState {
   inFlight: number;
+  /** Chains claimed for it and waiting on this node for a slot. */
+  queued: number;
   /** Failed attempts in a row on this node. */
   failures: number;
   /** No new attempt to this endpoint starts before this (ms since epoch). */
@@ -91,7 +93,7 @@ export const PAUSE_AFTER_FAILURES = 3;
 /** …for 1 s, doubling with each further failure, up to this. */
 export const MAX_PAUSE_MS = 30_000;
 /** Deliveries of one ordering key claimed together and sent one after another, at most. */
-export const CHAIN_MAX = 8;
+export const CHAIN_MAX = 32;
 /** Outcomes written in one transaction at most. */
 const RECORD_BATCH = 256;
 /** Rows deleted per statement when pruning; statements run one after another. */
@@ -121,6 +123,11 @@ export class DeliveryWorker {
   private inFlight = new Set<Promise<void>>();
   /** Chains in progress (sending, or waiting for their outcomes to be written): the slots used. */
   private sending = 0;
+  /**
+   * Chains claimed ahead (leased) and waiting for a slot, in claim order: a finished chain's slot
+   * is refilled from here at once instead of after a claim's round trip.
+   */
+  private ready: ClaimedDelivery[][] = [];
   private endpoints = new Map<string, EndpointState>();
   private wakeUp: (() => void) | null = null;
   private woken = false;
@@ -198,6 +205,8 @@ export class DeliveryWorker {
     if (this.pruneTimer) clearTimeout(this.pruneTimer);
     this.wake();
     await this.loopDone;
+    // Chains claimed ahead go back at once rather than when their leases run out.
+    this.startReady();
     await Promise.allSettled([...this.inFlight]);
     await this.pruning?.catch(() => {});
     this.sender.close();
@@ -217,26 +226,64 @@ export class DeliveryWorker {
   private state(endpointId: string): EndpointState {
     let s = this.endpoints.get(endpointId);
     if (!s) {
-      s = { inFlight: 0, failures: 0, pausedUntil: 0, degraded: false };
+      s = { inFlight: 0, queued: 0, failures: 0, pausedUntil: 0, degraded: false };
       this.endpoints.set(endpointId, s);
     }
     return s;
   }
 
+  private slotsOf(s: EndpointState) {
+    return s.degraded ? this.degradedCap : this.endpointCap;
+  }
+
   /**
-   * Endpoints the next claim must leave alone (full or paused), and the slots left to those
-   * partly used or degraded; other endpoints get `endpointCap`.
+   * Endpoints the next claim must leave alone (full or paused), and the chains left to those
+   * partly used or degraded; other endpoints get `endpointCap`. An endpoint may have its slots'
+   * worth of chains running and as many again claimed ahead.
    */
   private endpointLimits(nowMs: number) {
     const excluded: string[] = [];
     const caps: Record<string, number> = {};
     for (const [id, s] of this.endpoints) {
-      const free = (s.degraded ? this.degradedCap : this.endpointCap) - s.inFlight;
+      const free = 2 * this.slotsOf(s) - s.inFlight - s.queued;
       if (free <= 0 || s.pausedUntil > nowMs) excluded.push(id);
       else if (free < this.endpointCap) caps[id] = free;
-      else if (s.inFlight === 0 && s.failures === 0 && !s.degraded) this.endpoints.delete(id);
+      else if (s.inFlight === 0 && s.queued === 0 && s.failures === 0 && !s.degraded)
+        this.endpoints.delete(id);
     }
     return { excluded, caps };
+  }
+
+  /**
+   * Starts queued chains while slots are free (the node's and their endpoint's), in claim order.
+   * A chain whose endpoint is paused, or whose lease would not outlast an attempt, or any chain
+   * once the worker stops, is given back (leases cleared) for a later claim here or elsewhere.
+   */
+  private startReady() {
+    if (this.ready.length === 0) return;
+    const nowMs = this.options.clock.now();
+    const kept: ClaimedDelivery[][] = [];
+    const released: ClaimedDelivery[] = [];
+    for (const chain of this.ready) {
+      const endpoint = this.state(chain[0].endpoint_id);
+      const leaseEndMs = Date.parse(chain[0].lease_until ?? '') || 0;
+      if (
+        !this.running ||
+        endpoint.pausedUntil > nowMs ||
+        nowMs + this.options.timeoutMs >= leaseEndMs
+      ) {
+        endpoint.queued--;
+        released.push(...chain);
+      } else if (
+        this.sending < this.options.concurrency &&
+        endpoint.inFlight < this.slotsOf(endpoint)
+      ) {
+        endpoint.queued--;
+        this.track(this.runChain(chain));
+      } else kept.push(chain);
+    }
+    this.ready = kept;
+    if (released.length > 0) this.track(this.release(released));
   }
 
   private async loop() {
@@ -245,18 +292,23 @@ export class DeliveryWorker {
       this.woken = false;
       let delayMs = this.options.pollMs;
       try {
-        const free = this.options.concurrency - this.sending;
+        // Chains running or claimed ahead: up to twice the node's slots.
+        const free = 2 * this.options.concurrency - this.sending - this.ready.length;
         // Claim in batches rather than once per finished chain (a claim is the costliest
         // query): after claimBatch chains finished, or when new work may be there (an event
         // written here, a timer), or when idle.
         if (
           free > 0 &&
-          (this.claimNow || this.finishedSinceClaim >= this.claimBatch || this.sending === 0)
+          (this.claimNow ||
+            this.finishedSinceClaim >= this.claimBatch ||
+            (this.sending === 0 && this.ready.length === 0))
         ) {
           this.claimNow = false;
           this.finishedSinceClaim = 0;
           const chains = await this.claim(free);
-          for (const chain of chains) this.track(this.runChain(chain));
+          for (const chain of chains) this.state(chain[0].endpoint_id).queued++;
+          this.ready.push(...chains);
+          this.startReady();
           if (chains.length === free) continue;
           // With attempts in flight, the next look comes when one of them is recorded (it may
           // unblock its ordering key); otherwise at the next due time.
@@ -504,7 +556,9 @@ export class DeliveryWorker {
     } finally {
       endpoint.inFlight--;
       this.sending--;
-      // Claim again once enough chains finished (claims in batches), or at once when idle.
+      // The slot goes to a chain claimed ahead; claim again once enough chains finished (claims
+      // in batches), or at once when idle.
+      this.startReady();
       this.finishedSinceClaim++;
       if (this.finishedSinceClaim >= this.claimBatch || this.sending === 0) this.nudge();
     }

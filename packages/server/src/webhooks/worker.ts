@@ -565,16 +565,22 @@ export class DeliveryWorker {
     for (const r of results) if (r.status === 'rejected') throw r.reason;
   }
 
-  /** Clears the leases of claimed deliveries that were not attempted (due again at once). */
+  /**
+   * Clears the leases of claimed deliveries that were not attempted (due again at once), in one
+   * statement; a row whose lease another claim holds now is left alone.
+   */
   private async release(deliveries: ClaimedDelivery[]) {
-    for (const d of deliveries) {
-      await this.options.store.db
-        .updateTable('webhook_deliveries')
-        .set({ lease_until: null, lease_token: null })
-        .where('id', '=', d.id)
-        .where('lease_token', '=', d.lease_token ?? '')
-        .execute();
-    }
+    const { store } = this.options;
+    const ids = deliveries.map((d) => d.id);
+    const tokens = deliveries.map((d) => d.lease_token ?? '');
+    await (store.dialect === 'postgres'
+      ? sql`update webhook_deliveries d set lease_until = null, lease_token = null
+          from unnest(${ids}::text[], ${tokens}::text[]) as v(id, token)
+          where d.id = v.id and d.lease_token = v.token`
+      : sql`update webhook_deliveries as d set lease_until = null, lease_token = null
+          from json_each(${JSON.stringify(ids.map((id, i) => [id, tokens[i]]))}) v
+          where d.id = v.value ->> 0 and d.lease_token = v.value ->> 1`
+    ).execute(store.db);
   }
 
   /**

@@ -118,10 +118,8 @@ class Attempt implements Dispatcher.DispatchHandler {
   private answered() {
     this.finish({
       statusCode: this.statusCode,
-      body:
-        this.chunks.length === 1
-          ? this.chunks[0].toString('utf8')
-          : Buffer.concat(this.chunks).toString('utf8'),
+      // NUL cannot be stored in a PostgreSQL text column.
+      body: Buffer.concat(this.chunks).toString('utf8').replaceAll('\0', '\uFFFD'),
       retryAfterMs: parseRetryAfter(this.retryAfter, this.nowMs),
     });
   }

@@ -811,29 +811,37 @@ export class DeliveryWorker {
           .where('id', 'in', gone)
           .execute();
     };
+    // The batch as two JSON parameters (serialised natively, parsed by the database), the
+    // statements' text the same whatever the batch's size.
+    const attempts = JSON.stringify(batch.map((o) => o.attempt));
+    const states = JSON.stringify(
+      batch.map((o) => ({
+        id: o.delivery.id,
+        token: o.delivery.lease_token ?? '',
+        status: o.status,
+        attempt_count: o.attempt.attempt,
+        next_attempt_at: o.nextAttemptAt,
+        code: o.code,
+        error: o.error,
+      })),
+    );
     if (store.dialect === 'postgres') {
       // One statement for the attempts and the deliveries (one round trip, one commit for the
       // batch). Only the lease holder writes: if the lease was lost, another node owns it.
-      const col = <T>(f: (o: Outcome) => T) => batch.map(f);
       const statement = sql`
         with sync as (select set_config('synchronous_commit', 'off', true) as off),
         a as (
           insert into webhook_attempts (id, delivery_id, attempt, attempted_at, status_code,
             latency_ms, error, response_body, next_attempt_at, node_id)
-          select * from unnest(${col((o) => o.attempt.id)}::text[], ${col((o) => o.delivery.id)}::text[],
-            ${col((o) => o.attempt.attempt)}::int[], ${col((o) => o.attempt.attempted_at)}::text[],
-            ${col((o) => o.code)}::int[], ${col((o) => o.attempt.latency_ms)}::int[],
-            ${col((o) => o.error)}::text[], ${col((o) => o.attempt.response_body)}::text[],
-            ${col((o) => o.nextAttemptAt)}::text[], ${col(() => this.nodeId)}::text[])
+          select * from json_to_recordset(${attempts}::json) as v(id text, delivery_id text,
+            attempt int, attempted_at text, status_code int, latency_ms int, error text,
+            response_body text, next_attempt_at text, node_id text)
         )
         update webhook_deliveries d set status = v.status, attempt_count = v.attempt_count,
           next_attempt_at = v.next_attempt_at, lease_until = null, lease_token = null,
           last_status_code = v.code, last_error = v.error, updated_at = ${now}
-        from unnest(${col((o) => o.delivery.id)}::text[], ${col((o) => o.delivery.lease_token ?? '')}::text[],
-          ${col((o) => o.status)}::text[], ${col((o) => o.attempt.attempt)}::int[],
-          ${col((o) => o.nextAttemptAt)}::text[], ${col((o) => o.code)}::int[],
-          ${col((o) => o.error)}::text[])
-          as v(id, token, status, attempt_count, next_attempt_at, code, error)
+        from json_to_recordset(${states}::json) as v(id text, token text, status text,
+          attempt_count int, next_attempt_at text, code int, error text)
         where d.id = v.id and d.lease_token = v.token and (select off from sync) is not null`;
       // Without waiting for the WAL flush (most of an outcome write's time): an outcome lost
       // to a PostgreSQL crash leaves its delivery pending, sent again once its lease expires
@@ -847,20 +855,7 @@ export class DeliveryWorker {
         });
       } else await statement.execute(store.db);
     } else {
-      // Two statements of fixed text whatever the batch's size (each prepared once), the batch
-      // passed as one JSON parameter.
-      const attempts = JSON.stringify(batch.map((o) => o.attempt));
-      const states = JSON.stringify(
-        batch.map((o) => ({
-          id: o.delivery.id,
-          token: o.delivery.lease_token ?? '',
-          status: o.status,
-          attempt_count: o.attempt.attempt,
-          next_attempt_at: o.nextAttemptAt,
-          code: o.code,
-          error: o.error,
-        })),
-      );
+      // Two statements of fixed text whatever the batch's size (each prepared once).
       await store.db.transaction().execute(async (trx) => {
         await sql`
           insert into webhook_attempts (id, delivery_id, attempt, attempted_at, status_code,

@@ -142,6 +142,27 @@ describe('webhooks: what the delivery hot path keeps between attempts', () => {
     }
   });
 
+  test('a NUL in an answer is kept as U+FFFD (PostgreSQL text cannot hold it)', async () => {
+    const receiver = await Receiver.start(() => ({ status: 500, body: 'a\0b' }));
+    const sender = new WebhookSender();
+    try {
+      const check = await checkTarget(new URL(receiver.url), true);
+      assert.ok(check.ok);
+      const r = await sender.send({
+        target: check.target,
+        headers: {},
+        body: '{}',
+        timeoutMs: 5000,
+        nowMs: Date.now(),
+      });
+      assert.equal(r.statusCode, 500);
+      assert.equal(r.body, 'a\uFFFDb');
+    } finally {
+      sender.close();
+      await receiver.close();
+    }
+  });
+
   test('SQLite statements are prepared once per text, at most SQLITE_STATEMENT_CACHE kept', () => {
     const database = new SQLite(':memory:');
     let prepared = 0;

@@ -46,8 +46,8 @@ export class EndpointCache {
     private lookup?: LookupAll,
   ) {}
 
-  /** The keys to sign with at `nowIso`: the current secret's, then a previous one still valid. */
-  signingKeys(endpoint: EndpointSecrets, nowIso: string): Buffer[] {
+  /** The keys to sign with at `nowMs`: the current secret's, then a previous one still valid. */
+  signingKeys(endpoint: EndpointSecrets, nowMs: number): Buffer[] {
     let k = this.keys.get(endpoint.endpoint_id);
     if (!k || k.secret !== endpoint.secret || k.previous !== endpoint.previous_secret) {
       const open = (stored: string) =>
@@ -63,7 +63,7 @@ export class EndpointCache {
     const previousValid =
       k.previousKey !== null &&
       endpoint.previous_secret_expires_at !== null &&
-      endpoint.previous_secret_expires_at > nowIso;
+      endpoint.previous_secret_expires_at > new Date(nowMs).toISOString();
     return previousValid ? [k.current, k.previousKey!] : [k.current];
   }
 

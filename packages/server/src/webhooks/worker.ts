@@ -292,6 +292,8 @@ export class DeliveryWorker {
       this.woken = false;
       let delayMs = this.options.pollMs;
       try {
+        // Chains waiting for an endpoint that has since paused go back (and any that can start do).
+        this.startReady();
         // Chains running or claimed ahead: up to twice the node's slots.
         const free = 2 * this.options.concurrency - this.sending - this.ready.length;
         // Claim in batches rather than once per finished chain (a claim is the costliest
@@ -649,7 +651,7 @@ export class DeliveryWorker {
       return { error: `refused before connecting: ${check.detail}`, latencyMs: 0, refused: true };
     }
     const headers = webhookHeaders(
-      this.cache.signingKeys(delivery, iso(startedMs)),
+      this.cache.signingKeys(delivery, startedMs),
       delivery.event_id,
       Math.floor(startedMs / 1000),
       delivery.payload,

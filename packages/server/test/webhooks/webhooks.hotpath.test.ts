@@ -29,7 +29,7 @@ describe('webhooks: what the delivery hot path keeps between attempts', () => {
       previous_secret: null,
       previous_secret_expires_at: null,
     };
-    const now = new Date().toISOString();
+    const now = Date.now();
     const sign = (keys: Buffer[]) => keys.map((k) => signWebhook(k, 'evt_1', 1, '{}'));
     assert.deepEqual(sign(cache.signingKeys(endpoint, now)), [
       signWebhook(first, 'evt_1', 1, '{}'),
@@ -50,7 +50,7 @@ describe('webhooks: what the delivery hot path keeps between attempts', () => {
       signWebhook(first, 'evt_1', 1, '{}'),
     ]);
     assert.equal(opened, 3);
-    const afterExpiry = new Date(Date.now() + 120_000).toISOString();
+    const afterExpiry = Date.now() + 120_000;
     assert.deepEqual(sign(cache.signingKeys(rotated, afterExpiry)), [
       signWebhook(second, 'evt_1', 1, '{}'),
     ]);

@@ -429,7 +429,8 @@ export async function run(): Promise<string> {
   const all = cases.length;
   if (only) cases.splice(0, all, ...cases.filter((c) => new RegExp(only).test(c.name)));
   // BENCH_WEBHOOK_AB=<another checkout>: each case runs a second time per round with nodes from
-  // that checkout (same schema), on extra rows, for an A/B comparison under the same load.
+  // that checkout, on extra rows, for an A/B comparison under the same load. This checkout fills
+  // the store, so both must have the same migrations (a node refuses a schema with one it lacks).
   const other = process.env.BENCH_WEBHOOK_AB;
   if (other) {
     for (const c of [...cases]) {

@@ -239,13 +239,15 @@ export class DeliveryWorker {
   /**
    * Endpoints the next claim must leave alone (full or paused), and the chains left to those
    * partly used or degraded; other endpoints get `endpointCap`. An endpoint may have its slots'
-   * worth of chains running and as many again claimed ahead.
+   * worth of chains running and half as many again claimed ahead: enough to refill slots during
+   * a claim's round trip, few enough that another node's claims still find keys to take.
    */
   private endpointLimits(nowMs: number) {
     const excluded: string[] = [];
     const caps: Record<string, number> = {};
     for (const [id, s] of this.endpoints) {
-      const free = 2 * this.slotsOf(s) - s.inFlight - s.queued;
+      const slots = this.slotsOf(s);
+      const free = slots + Math.ceil(slots / 2) - s.inFlight - s.queued;
       if (free <= 0 || s.pausedUntil > nowMs) excluded.push(id);
       else if (free < this.endpointCap) caps[id] = free;
       else if (s.inFlight === 0 && s.queued === 0 && s.failures === 0 && !s.degraded)
@@ -294,8 +296,9 @@ export class DeliveryWorker {
       try {
         // Chains waiting for an endpoint that has since paused go back (and any that can start do).
         this.startReady();
-        // Chains running or claimed ahead: up to twice the node's slots.
-        const free = 2 * this.options.concurrency - this.sending - this.ready.length;
+        // Chains running or claimed ahead: up to half the node's slots ahead.
+        const { concurrency } = this.options;
+        const free = concurrency + Math.ceil(concurrency / 2) - this.sending - this.ready.length;
         // Claim in batches rather than once per finished chain (a claim is the costliest
         // query): after claimBatch chains finished, or when new work may be there (an event
         // written here, a timer), or when idle.

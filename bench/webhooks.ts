@@ -276,12 +276,18 @@ async function fill(env: Record<string, string>, urls: string[]) {
   }
 }
 
-async function startNode(env: Record<string, string>) {
+async function startNode(env: Record<string, string>, root = ROOT) {
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'packages/server/test/webhooks/node-process.ts'],
+    // BENCH_NODE_ARGS: extra flags for the nodes (e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`).
+    [
+      ...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
+      '--import',
+      'tsx',
+      'packages/server/test/webhooks/node-process.ts',
+    ],
     {
-      cwd: ROOT,
+      cwd: root,
       env: {
         ...process.env,
         LOG_LEVEL: 'warn',
@@ -289,7 +295,9 @@ async function startNode(env: Record<string, string>) {
         SVC_ADMIN_TOKEN: 'bench',
         SVC_SECRET: 'bench',
         SVC_WEBHOOK_ALLOW_PRIVATE: 'true',
-        SVC_WEBHOOK_CONCURRENCY: String(CONCURRENCY),
+        // Each endpoint gets the baseline's concurrency (an endpoint's cap is a share of a node's).
+        SVC_WEBHOOK_CONCURRENCY: String(2 * CONCURRENCY),
+        SVC_WEBHOOK_ENDPOINT_CONCURRENCY: String(CONCURRENCY),
         ...env,
       },
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -331,6 +339,7 @@ async function runCase(
   receiver: CountingReceiver,
   url: string,
   extra: string[] = [],
+  root = ROOT,
 ): Promise<Result> {
   try {
     const { singlePerSecond, batchedPerSecond } = await fill(store.env, [url, ...extra]);
@@ -349,7 +358,9 @@ async function runCase(
       if (started.length === nodes) mark = take();
     });
     await store.cpu();
-    started.push(...(await Promise.all(Array.from({ length: nodes }, () => startNode(store.env)))));
+    started.push(
+      ...(await Promise.all(Array.from({ length: nodes }, () => startNode(store.env, root)))),
+    );
     if (!mark && receiver.firstAt) mark = take();
     try {
       await arrived;
@@ -390,28 +401,41 @@ export async function run(): Promise<string> {
   const slow = await slowReceiver();
   const dead = await deadUrl();
   const databaseUrl = process.env.DATABASE_URL;
-  const cases: { name: string; run: () => Promise<Result> }[] = [
-    { name: 'one node, SQLite', run: () => runCase(sqliteStore(), 1, receiver, url) },
+  const cases: { name: string; run: (root?: string) => Promise<Result> }[] = [
+    { name: 'one node, SQLite', run: (root) => runCase(sqliteStore(), 1, receiver, url, [], root) },
   ];
   if (databaseUrl) {
     cases.push(
       {
         name: 'one node, PostgreSQL',
-        run: () => runCase(postgresStore(databaseUrl), 1, receiver, url),
+        run: (root) => runCase(postgresStore(databaseUrl), 1, receiver, url, [], root),
       },
       {
         name: 'two nodes (processes), PostgreSQL',
-        run: () => runCase(postgresStore(databaseUrl), 2, receiver, url),
+        run: (root) => runCase(postgresStore(databaseUrl), 2, receiver, url, [], root),
       },
       {
         name: 'one node, PostgreSQL: healthy endpoint beside a dead one (connection refused)',
-        run: () => runCase(postgresStore(databaseUrl), 1, receiver, url, [dead]),
+        run: (root) => runCase(postgresStore(databaseUrl), 1, receiver, url, [dead], root),
       },
       {
         name: 'one node, PostgreSQL: healthy endpoint beside a slow one (answers after 10 s)',
-        run: () => runCase(postgresStore(databaseUrl), 1, receiver, url, [slow.url]),
+        run: (root) => runCase(postgresStore(databaseUrl), 1, receiver, url, [slow.url], root),
       },
     );
+  }
+  // BENCH_WEBHOOK_CASES=<regular expression>: only the cases it matches (no gate table then).
+  const only = process.env.BENCH_WEBHOOK_CASES;
+  const all = cases.length;
+  if (only) cases.splice(0, all, ...cases.filter((c) => new RegExp(only).test(c.name)));
+  // BENCH_WEBHOOK_AB=<another checkout>: each case runs a second time per round with nodes from
+  // that checkout, on extra rows, for an A/B comparison under the same load. This checkout fills
+  // the store, so both must have the same migrations (a node refuses a schema with one it lacks).
+  const other = process.env.BENCH_WEBHOOK_AB;
+  if (other) {
+    for (const c of [...cases]) {
+      cases.push({ name: `${c.name} [B]`, run: () => c.run(other) });
+    }
   }
   const results = new Map<string, Result[]>(cases.map((c) => [c.name, []]));
   const bases: number[] = [];
@@ -446,24 +470,25 @@ export async function run(): Promise<string> {
   const alone = results.get(one)?.map((r) => r.deliveriesPerSecond) ?? [];
   const withDead = results.get(cases[3]?.name ?? '')?.map((r) => r.deliveriesPerSecond) ?? [];
   const withSlow = results.get(cases[4]?.name ?? '')?.map((r) => r.deliveriesPerSecond) ?? [];
-  const gates = databaseUrl
-    ? [
-        '',
-        '| gate | measured (median of rounds) | target |',
-        '|---|---|---|',
-        `| one node, PostgreSQL vs baseline | ${fmt(median(ratio(one)), 2)} | ≥ 0.5 ${median(ratio(one)) >= 0.5 ? '✅' : '❌'} |`,
-        `| one node, SQLite vs baseline | ${fmt(median(ratio('one node, SQLite')), 2)} | ≥ 0.6 ${median(ratio('one node, SQLite')) >= 0.6 ? '✅' : '❌'} |`,
-        `| enqueue in batches of ${ENQUEUE_BATCH}, PostgreSQL (events/s) | ${fmt(median(results.get(one)!.map((r) => r.enqueueBatched)))} | ≥ 5,000 ${median(results.get(one)!.map((r) => r.enqueueBatched)) >= 5000 ? '✅' : '❌'} |`,
-        `| two nodes / one node, deliveries/s | ${fmt(median(results.get(two)!.map((r) => r.deliveriesPerSecond)) / median(alone), 2)} | ≥ 1 ${median(results.get(two)!.map((r) => r.deliveriesPerSecond)) >= median(alone) ? '✅' : '❌'} |`,
-        `| two nodes / one node, CPU per delivery (servers + PostgreSQL backends) | ${fmt(perDelivery(two) / perDelivery(one), 2)} (${fmt(perDelivery(two))} / ${fmt(perDelivery(one))} µs) | ≤ 1.2 ${perDelivery(two) / perDelivery(one) <= 1.2 ? '✅' : '❌'} |`,
-        `| healthy endpoint beside a dead one / alone | ${fmt(median(withDead) / median(alone), 2)} | ≥ 0.8 ${median(withDead) / median(alone) >= 0.8 ? '✅' : '❌'} |`,
-        `| healthy endpoint beside a slow one / alone | ${fmt(median(withSlow) / median(alone), 2)} | (≥ 0.8) ${median(withSlow) / median(alone) >= 0.8 ? '✅' : '❌'} |`,
-      ]
-    : [];
+  const gates =
+    databaseUrl && !only
+      ? [
+          '',
+          '| gate | measured (median of rounds) | target |',
+          '|---|---|---|',
+          `| one node, PostgreSQL vs baseline | ${fmt(median(ratio(one)), 2)} | ≥ 0.5 ${median(ratio(one)) >= 0.5 ? '✅' : '❌'} |`,
+          `| one node, SQLite vs baseline | ${fmt(median(ratio('one node, SQLite')), 2)} | ≥ 0.6 ${median(ratio('one node, SQLite')) >= 0.6 ? '✅' : '❌'} |`,
+          `| enqueue in batches of ${ENQUEUE_BATCH}, PostgreSQL (events/s) | ${fmt(median(results.get(one)!.map((r) => r.enqueueBatched)))} | ≥ 5,000 ${median(results.get(one)!.map((r) => r.enqueueBatched)) >= 5000 ? '✅' : '❌'} |`,
+          `| two nodes / one node, deliveries/s | ${fmt(median(results.get(two)!.map((r) => r.deliveriesPerSecond)) / median(alone), 2)} | ≥ 1 ${median(results.get(two)!.map((r) => r.deliveriesPerSecond)) >= median(alone) ? '✅' : '❌'} |`,
+          `| two nodes / one node, CPU per delivery (servers + PostgreSQL backends) | ${fmt(perDelivery(two) / perDelivery(one), 2)} (${fmt(perDelivery(two))} / ${fmt(perDelivery(one))} µs) | ≤ 1.2 ${perDelivery(two) / perDelivery(one) <= 1.2 ? '✅' : '❌'} |`,
+          `| healthy endpoint beside a dead one / alone | ${fmt(median(withDead) / median(alone), 2)} | ≥ 0.8 ${median(withDead) / median(alone) >= 0.8 ? '✅' : '❌'} |`,
+          `| healthy endpoint beside a slow one / alone | ${fmt(median(withSlow) / median(alone), 2)} | (≥ 0.8) ${median(withSlow) / median(alone) >= 0.8 ? '✅' : '❌'} |`,
+        ]
+      : [];
   return [
     '### Webhooks: deliveries per second to a local receiver answering 200',
     '',
-    `Each case fills a fresh outbox with ${fmt(EVENTS)} events over ${ROOMS} rooms (ordering keys) from a node whose worker is off, in batches of ${ENQUEUE_BATCH} (\`svc.events.emitMany\`, "batched enqueue/s"; before them ${SINGLE_EMITS} sequential \`svc.events.emit\` calls, each awaited, "single enqueue/s"); then worker node(s), child processes, drain it: ${CONCURRENCY} attempts in flight per node, each signed and recorded. Baseline: plain keep-alive POSTs of the same body with the same concurrency from the bench process. Each drain is timed from its first delivery to the healthy receiver once every node is up (start-up excluded) to its last, and cut at 20 s after the first. CPU per delivery over the same span: the server processes' (/proc), and PostgreSQL's (the bench's backends, named by application_name, plus the WAL writer, which other tenants share). ${ROUNDS} rounds, the cases taking turns; median (min–max).`,
+    `Each case fills a fresh outbox with ${fmt(EVENTS)} events over ${ROOMS} rooms (ordering keys) from a node whose worker is off, in batches of ${ENQUEUE_BATCH} (\`svc.events.emitMany\`, "batched enqueue/s"; before them ${SINGLE_EMITS} sequential \`svc.events.emit\` calls, each awaited, "single enqueue/s"); then worker node(s), child processes, drain it: at most ${CONCURRENCY} attempts in flight per endpoint (${2 * CONCURRENCY} per node), each signed and recorded. Baseline: plain keep-alive POSTs of the same body with the same concurrency from the bench process. Each drain is timed from its first delivery to the healthy receiver once every node is up (start-up excluded) to its last, and cut at 20 s after the first. CPU per delivery over the same span: the server processes' (/proc), and PostgreSQL's (the bench's backends, named by application_name, plus the WAL writer, which other tenants share). ${ROUNDS} rounds, the cases taking turns; median (min–max).`,
     '',
     '| case | single enqueue/s | batched enqueue/s | deliveries/s | vs baseline | server CPU µs/delivery | PostgreSQL CPU µs/delivery |',
     '|---|---|---|---|---|---|---|',

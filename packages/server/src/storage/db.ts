@@ -6,6 +6,7 @@ import {
   Kysely,
   Migrator,
   PostgresDialect,
+  type SqliteDatabase,
   SqliteDialect,
   sql,
   type TableMetadata,
@@ -89,7 +90,9 @@ async function openSqlite(file: string, migrations: Migrations): Promise<Store> 
   database.pragma('busy_timeout = 5000');
   database.pragma('foreign_keys = ON');
   database.pragma('synchronous = NORMAL');
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) });
+  const db = new Kysely<Database>({
+    dialect: new SqliteDialect({ database: cachingStatements(database) }),
+  });
   await migrate(db, migrations);
   return {
     db,
@@ -100,6 +103,35 @@ async function openSqlite(file: string, migrations: Migrations): Promise<Store> 
       return true;
     },
     close: () => db.destroy(),
+  };
+}
+
+/** SQLite statements kept prepared at most (the least recently used is dropped first). */
+export const SQLITE_STATEMENT_CACHE = 256;
+
+/**
+ * The database as Kysely's SQLite driver sees it, with its statements prepared once per SQL text
+ * instead of on every execution (preparing is a large share of a short statement's cost). The
+ * driver runs one statement at a time (one connection behind a mutex), so a cached statement is
+ * never in use twice at once. SQLite prepares a statement again by itself after a schema change.
+ */
+export function cachingStatements(database: SQLite.Database): SqliteDatabase {
+  const statements = new Map<string, SQLite.Statement>();
+  return {
+    close: () => database.close(),
+    prepare(text: string) {
+      let statement = statements.get(text);
+      if (statement) {
+        statements.delete(text);
+      } else {
+        statement = database.prepare(text);
+        if (statements.size >= SQLITE_STATEMENT_CACHE) {
+          statements.delete(statements.keys().next().value as string);
+        }
+      }
+      statements.set(text, statement);
+      return statement;
+    },
   };
 }
 

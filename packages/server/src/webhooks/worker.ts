@@ -6,11 +6,10 @@ import { newId } from '../ids.ts';
 import type { Sealer } from '../sealing.ts';
 import type { Store } from '../storage/db.ts';
 import { unavailableDependency } from '../unavailable.ts';
-import { openEndpointSecret } from './endpoints.ts';
+import { EndpointCache } from './endpoint-cache.ts';
 import type { WebhookMetrics } from './metrics.ts';
 import { type SendResult, WebhookSender } from './sender.ts';
 import { webhookHeaders } from './signing.ts';
-import { checkTarget, parseWebhookUrl } from './ssrf.ts';
 import type { WebhookAttemptsTable, WebhookDeliveriesTable } from './tables.ts';
 
 export interface WorkerOptions {
@@ -58,6 +57,8 @@ export interface ClaimedDelivery extends WebhookDeliveriesTable {
 /** What this node knows of an endpoint's health (in memory; each node keeps its own). */
 interface EndpointState {
   inFlight: number;
+  /** Chains claimed for it and waiting on this node for a slot. */
+  queued: number;
   /** Failed attempts in a row on this node. */
   failures: number;
   /** No new attempt to this endpoint starts before this (ms since epoch). */
@@ -92,7 +93,7 @@ export const PAUSE_AFTER_FAILURES = 3;
 /** …for 1 s, doubling with each further failure, up to this. */
 export const MAX_PAUSE_MS = 30_000;
 /** Deliveries of one ordering key claimed together and sent one after another, at most. */
-export const CHAIN_MAX = 8;
+export const CHAIN_MAX = 32;
 /** Outcomes written in one transaction at most. */
 const RECORD_BATCH = 256;
 /** Rows deleted per statement when pruning; statements run one after another. */
@@ -122,10 +123,16 @@ export class DeliveryWorker {
   private inFlight = new Set<Promise<void>>();
   /** Chains in progress (sending, or waiting for their outcomes to be written): the slots used. */
   private sending = 0;
+  /**
+   * Chains claimed ahead (leased) and waiting for a slot, in claim order: a finished chain's slot
+   * is refilled from here at once instead of after a claim's round trip.
+   */
+  private ready: ClaimedDelivery[][] = [];
   private endpoints = new Map<string, EndpointState>();
   private wakeUp: (() => void) | null = null;
   private woken = false;
   private sender = new WebhookSender();
+  private cache: EndpointCache;
   private outcomes: { outcome: Outcome; done: (err?: unknown) => void }[] = [];
   private recording: Promise<void> | null = null;
   private pruneTimer: NodeJS.Timeout | null = null;
@@ -140,6 +147,7 @@ export class DeliveryWorker {
 
   constructor(private options: WorkerOptions) {
     this.nodeId = options.nodeId ?? `node_${randomBytes(6).toString('hex')}`;
+    this.cache = new EndpointCache(options.sealer, options.allowPrivate);
     this.endpointCap = Math.max(
       1,
       Math.min(
@@ -197,6 +205,8 @@ export class DeliveryWorker {
     if (this.pruneTimer) clearTimeout(this.pruneTimer);
     this.wake();
     await this.loopDone;
+    // Chains claimed ahead go back at once rather than when their leases run out.
+    this.startReady();
     await Promise.allSettled([...this.inFlight]);
     await this.pruning?.catch(() => {});
     this.sender.close();
@@ -216,26 +226,66 @@ export class DeliveryWorker {
   private state(endpointId: string): EndpointState {
     let s = this.endpoints.get(endpointId);
     if (!s) {
-      s = { inFlight: 0, failures: 0, pausedUntil: 0, degraded: false };
+      s = { inFlight: 0, queued: 0, failures: 0, pausedUntil: 0, degraded: false };
       this.endpoints.set(endpointId, s);
     }
     return s;
   }
 
+  private slotsOf(s: EndpointState) {
+    return s.degraded ? this.degradedCap : this.endpointCap;
+  }
+
   /**
-   * Endpoints the next claim must leave alone (full or paused), and the slots left to those
-   * partly used or degraded; other endpoints get `endpointCap`.
+   * Endpoints the next claim must leave alone (full or paused), and the chains left to those
+   * partly used or degraded; other endpoints get `endpointCap`. An endpoint may have its slots'
+   * worth of chains running and half as many again claimed ahead: enough to refill slots during
+   * a claim's round trip, few enough that another node's claims still find keys to take.
    */
   private endpointLimits(nowMs: number) {
     const excluded: string[] = [];
     const caps: Record<string, number> = {};
     for (const [id, s] of this.endpoints) {
-      const free = (s.degraded ? this.degradedCap : this.endpointCap) - s.inFlight;
+      const slots = this.slotsOf(s);
+      const free = slots + Math.ceil(slots / 2) - s.inFlight - s.queued;
       if (free <= 0 || s.pausedUntil > nowMs) excluded.push(id);
       else if (free < this.endpointCap) caps[id] = free;
-      else if (s.inFlight === 0 && s.failures === 0 && !s.degraded) this.endpoints.delete(id);
+      else if (s.inFlight === 0 && s.queued === 0 && s.failures === 0 && !s.degraded)
+        this.endpoints.delete(id);
     }
     return { excluded, caps };
+  }
+
+  /**
+   * Starts queued chains while slots are free (the node's and their endpoint's), in claim order.
+   * A chain whose endpoint is paused, or whose lease would not outlast an attempt, or any chain
+   * once the worker stops, is given back (leases cleared) for a later claim here or elsewhere.
+   */
+  private startReady() {
+    if (this.ready.length === 0) return;
+    const nowMs = this.options.clock.now();
+    const kept: ClaimedDelivery[][] = [];
+    const released: ClaimedDelivery[] = [];
+    for (const chain of this.ready) {
+      const endpoint = this.state(chain[0].endpoint_id);
+      const leaseEndMs = Date.parse(chain[0].lease_until ?? '') || 0;
+      if (
+        !this.running ||
+        endpoint.pausedUntil > nowMs ||
+        nowMs + this.options.timeoutMs >= leaseEndMs
+      ) {
+        endpoint.queued--;
+        released.push(...chain);
+      } else if (
+        this.sending < this.options.concurrency &&
+        endpoint.inFlight < this.slotsOf(endpoint)
+      ) {
+        endpoint.queued--;
+        this.track(this.runChain(chain));
+      } else kept.push(chain);
+    }
+    this.ready = kept;
+    if (released.length > 0) this.track(this.release(released));
   }
 
   private async loop() {
@@ -244,18 +294,26 @@ export class DeliveryWorker {
       this.woken = false;
       let delayMs = this.options.pollMs;
       try {
-        const free = this.options.concurrency - this.sending;
+        // Chains waiting for an endpoint that has since paused go back (and any that can start do).
+        this.startReady();
+        // Chains running or claimed ahead: up to half the node's slots ahead.
+        const { concurrency } = this.options;
+        const free = concurrency + Math.ceil(concurrency / 2) - this.sending - this.ready.length;
         // Claim in batches rather than once per finished chain (a claim is the costliest
         // query): after claimBatch chains finished, or when new work may be there (an event
         // written here, a timer), or when idle.
         if (
           free > 0 &&
-          (this.claimNow || this.finishedSinceClaim >= this.claimBatch || this.sending === 0)
+          (this.claimNow ||
+            this.finishedSinceClaim >= this.claimBatch ||
+            (this.sending === 0 && this.ready.length === 0))
         ) {
           this.claimNow = false;
           this.finishedSinceClaim = 0;
           const chains = await this.claim(free);
-          for (const chain of chains) this.track(this.runChain(chain));
+          for (const chain of chains) this.state(chain[0].endpoint_id).queued++;
+          this.ready.push(...chains);
+          this.startReady();
           if (chains.length === free) continue;
           // With attempts in flight, the next look comes when one of them is recorded (it may
           // unblock its ordering key); otherwise at the next due time.
@@ -452,10 +510,11 @@ export class DeliveryWorker {
           'e.failing_since',
           'p.webhooks_enabled',
         ])
+        // A fixed text (one prepared statement) whatever the number of rows.
         .where(
           'd.id',
           'in',
-          leased.map((r) => r.id),
+          sql<string>`(select value from json_each(${JSON.stringify(leased.map((r) => r.id))}))`,
         )
         .orderBy('d.event_seq')
         .execute();
@@ -502,23 +561,31 @@ export class DeliveryWorker {
     } finally {
       endpoint.inFlight--;
       this.sending--;
-      // Claim again once enough chains finished (claims in batches), or at once when idle.
+      // The slot goes to a chain claimed ahead; claim again once enough chains finished (claims
+      // in batches), or at once when idle.
+      this.startReady();
       this.finishedSinceClaim++;
       if (this.finishedSinceClaim >= this.claimBatch || this.sending === 0) this.nudge();
     }
     for (const r of results) if (r.status === 'rejected') throw r.reason;
   }
 
-  /** Clears the leases of claimed deliveries that were not attempted (due again at once). */
+  /**
+   * Clears the leases of claimed deliveries that were not attempted (due again at once), in one
+   * statement; a row whose lease another claim holds now is left alone.
+   */
   private async release(deliveries: ClaimedDelivery[]) {
-    for (const d of deliveries) {
-      await this.options.store.db
-        .updateTable('webhook_deliveries')
-        .set({ lease_until: null, lease_token: null })
-        .where('id', '=', d.id)
-        .where('lease_token', '=', d.lease_token ?? '')
-        .execute();
-    }
+    const { store } = this.options;
+    const ids = deliveries.map((d) => d.id);
+    const tokens = deliveries.map((d) => d.lease_token ?? '');
+    await (store.dialect === 'postgres'
+      ? sql`update webhook_deliveries d set lease_until = null, lease_token = null
+          from unnest(${ids}::text[], ${tokens}::text[]) as v(id, token)
+          where d.id = v.id and d.lease_token = v.token`
+      : sql`update webhook_deliveries as d set lease_until = null, lease_token = null
+          from json_each(${JSON.stringify(ids.map((id, i) => [id, tokens[i]]))}) v
+          where d.id = v.value ->> 0 and d.lease_token = v.value ->> 1`
+    ).execute(store.db);
   }
 
   /**
@@ -582,24 +649,12 @@ export class DeliveryWorker {
   }
 
   private async send(delivery: ClaimedDelivery, startedMs: number): Promise<SendResult> {
-    const url = parseWebhookUrl(delivery.url);
-    const check = url
-      ? await checkTarget(url, this.options.allowPrivate)
-      : ({ ok: false, code: 'webhook_url_forbidden', detail: 'invalid URL' } as const);
+    const check = await this.cache.target(delivery.url, startedMs);
     if (!check.ok) {
       return { error: `refused before connecting: ${check.detail}`, latencyMs: 0, refused: true };
     }
-    const { sealer } = this.options;
-    const secrets = [openEndpointSecret(sealer, delivery.endpoint_id, delivery.secret)];
-    if (
-      delivery.previous_secret &&
-      delivery.previous_secret_expires_at &&
-      delivery.previous_secret_expires_at > iso(startedMs)
-    ) {
-      secrets.push(openEndpointSecret(sealer, delivery.endpoint_id, delivery.previous_secret));
-    }
     const headers = webhookHeaders(
-      secrets,
+      this.cache.signingKeys(delivery, startedMs),
       delivery.event_id,
       Math.floor(startedMs / 1000),
       delivery.payload,
@@ -761,29 +816,37 @@ export class DeliveryWorker {
           .where('id', 'in', gone)
           .execute();
     };
+    // The batch as two JSON parameters (serialised natively, parsed by the database), the
+    // statements' text the same whatever the batch's size.
+    const attempts = JSON.stringify(batch.map((o) => o.attempt));
+    const states = JSON.stringify(
+      batch.map((o) => ({
+        id: o.delivery.id,
+        token: o.delivery.lease_token ?? '',
+        status: o.status,
+        attempt_count: o.attempt.attempt,
+        next_attempt_at: o.nextAttemptAt,
+        code: o.code,
+        error: o.error,
+      })),
+    );
     if (store.dialect === 'postgres') {
       // One statement for the attempts and the deliveries (one round trip, one commit for the
       // batch). Only the lease holder writes: if the lease was lost, another node owns it.
-      const col = <T>(f: (o: Outcome) => T) => batch.map(f);
       const statement = sql`
         with sync as (select set_config('synchronous_commit', 'off', true) as off),
         a as (
           insert into webhook_attempts (id, delivery_id, attempt, attempted_at, status_code,
             latency_ms, error, response_body, next_attempt_at, node_id)
-          select * from unnest(${col((o) => o.attempt.id)}::text[], ${col((o) => o.delivery.id)}::text[],
-            ${col((o) => o.attempt.attempt)}::int[], ${col((o) => o.attempt.attempted_at)}::text[],
-            ${col((o) => o.code)}::int[], ${col((o) => o.attempt.latency_ms)}::int[],
-            ${col((o) => o.error)}::text[], ${col((o) => o.attempt.response_body)}::text[],
-            ${col((o) => o.nextAttemptAt)}::text[], ${col(() => this.nodeId)}::text[])
+          select * from json_to_recordset(${attempts}::json) as v(id text, delivery_id text,
+            attempt int, attempted_at text, status_code int, latency_ms int, error text,
+            response_body text, next_attempt_at text, node_id text)
         )
         update webhook_deliveries d set status = v.status, attempt_count = v.attempt_count,
           next_attempt_at = v.next_attempt_at, lease_until = null, lease_token = null,
           last_status_code = v.code, last_error = v.error, updated_at = ${now}
-        from unnest(${col((o) => o.delivery.id)}::text[], ${col((o) => o.delivery.lease_token ?? '')}::text[],
-          ${col((o) => o.status)}::text[], ${col((o) => o.attempt.attempt)}::int[],
-          ${col((o) => o.nextAttemptAt)}::text[], ${col((o) => o.code)}::int[],
-          ${col((o) => o.error)}::text[])
-          as v(id, token, status, attempt_count, next_attempt_at, code, error)
+        from json_to_recordset(${states}::json) as v(id text, token text, status text,
+          attempt_count int, next_attempt_at text, code int, error text)
         where d.id = v.id and d.lease_token = v.token and (select off from sync) is not null`;
       // Without waiting for the WAL flush (most of an outcome write's time): an outcome lost
       // to a PostgreSQL crash leaves its delivery pending, sent again once its lease expires
@@ -797,28 +860,24 @@ export class DeliveryWorker {
         });
       } else await statement.execute(store.db);
     } else {
+      // Two statements of fixed text whatever the batch's size (each prepared once).
       await store.db.transaction().execute(async (trx) => {
-        await trx
-          .insertInto('webhook_attempts')
-          .values(batch.map((o) => o.attempt))
-          .execute();
-        for (const o of batch) {
-          await trx
-            .updateTable('webhook_deliveries')
-            .set({
-              status: o.status,
-              attempt_count: o.attempt.attempt,
-              next_attempt_at: o.nextAttemptAt,
-              lease_until: null,
-              lease_token: null,
-              last_status_code: o.code,
-              last_error: o.error,
-              updated_at: now,
-            })
-            .where('id', '=', o.delivery.id)
-            .where('lease_token', '=', o.delivery.lease_token ?? '')
-            .execute();
-        }
+        await sql`
+          insert into webhook_attempts (id, delivery_id, attempt, attempted_at, status_code,
+            latency_ms, error, response_body, next_attempt_at, node_id)
+          select v.value ->> 'id', v.value ->> 'delivery_id', v.value ->> 'attempt',
+            v.value ->> 'attempted_at', v.value ->> 'status_code', v.value ->> 'latency_ms',
+            v.value ->> 'error', v.value ->> 'response_body', v.value ->> 'next_attempt_at',
+            v.value ->> 'node_id'
+          from json_each(${attempts}) v`.execute(trx);
+        await sql`
+          update webhook_deliveries as d set status = v.value ->> 'status',
+            attempt_count = v.value ->> 'attempt_count',
+            next_attempt_at = v.value ->> 'next_attempt_at', lease_until = null,
+            lease_token = null, last_status_code = v.value ->> 'code',
+            last_error = v.value ->> 'error', updated_at = ${now}
+          from json_each(${states}) v
+          where d.id = v.value ->> 'id' and d.lease_token = v.value ->> 'token'`.execute(trx);
         await endpointWrites(trx);
       });
     }

@@ -29,6 +29,9 @@ export type SettingsValidator = (
   project: Project,
 ) => Record<string, unknown> | Promise<Record<string, unknown>>;
 
+/** Rounds of read, validate and conditional write before an update gives up (503). */
+const UPDATE_ROUNDS = 8;
+
 /** Called after a project was updated or deleted (e.g. to drop caches derived from it). */
 export type ProjectListener = (projectId: string, deleted: boolean) => void;
 
@@ -83,38 +86,63 @@ export class ProjectService {
   }
 
   async get(id: string): Promise<Project> {
+    return toProject(await this.row(id));
+  }
+
+  private async row(id: string): Promise<ProjectsTable> {
     const row = await this.store.db
       .selectFrom('projects')
       .selectAll()
       .where('id', '=', id)
       .executeTakeFirst();
     if (!row) throw new ApiError('project_not_found');
-    return toProject(row);
+    return row;
   }
 
+  /**
+   * Applies a PATCH. Settings are merged per product over the stored ones and written only if the
+   * stored settings are still those the validators saw, so two PATCHes of different products (or
+   * a PATCH and `rewriteSettings`) never drop each other's part: the loser reads and validates
+   * again. Fields other than settings are last writer wins.
+   */
   async update(id: string, body: UpdateProjectBody): Promise<Project> {
-    const current = await this.get(id);
-    const settings: Record<string, unknown> = { ...current.settings };
-    for (const [product, value] of Object.entries(body.settings ?? {})) {
-      const validate = this.settingsValidators.get(product);
-      if (!validate) {
-        throw new ApiError('invalid_request', `settings.${product} is not supported yet.`, {
-          errors: [{ path: `body.settings.${product}`, message: 'is not supported' }],
-        });
+    for (let round = 0; round < UPDATE_ROUNDS; round++) {
+      const row = await this.row(id);
+      const current = toProject(row);
+      const settings: Record<string, unknown> = { ...current.settings };
+      for (const [product, value] of Object.entries(body.settings ?? {})) {
+        const validate = this.settingsValidators.get(product);
+        if (!validate) {
+          throw new ApiError('invalid_request', `settings.${product} is not supported yet.`, {
+            errors: [{ path: `body.settings.${product}`, message: 'is not supported' }],
+          });
+        }
+        settings[product] = await validate(value, current);
       }
-      settings[product] = await validate(value, current);
+      const patch: Partial<ProjectsTable> = {
+        updated_at: new Date(this.clock.now()).toISOString(),
+        settings: JSON.stringify(settings),
+      };
+      if (body.name !== undefined) patch.name = body.name;
+      if (body.products !== undefined) patch.products = JSON.stringify(body.products);
+      if (body.webhooksEnabled !== undefined) patch.webhooks_enabled = body.webhooksEnabled ? 1 : 0;
+      const result = await this.store.db
+        .updateTable('projects')
+        .set(patch)
+        .where('id', '=', id)
+        .where('settings', '=', row.settings)
+        .executeTakeFirst();
+      if (result.numUpdatedRows === 0n) continue;
+      if (body.products !== undefined) await this.keys.invalidateEverywhere();
+      this.changed(id);
+      return this.get(id);
     }
-    const patch: Partial<ProjectsTable> = {
-      updated_at: new Date(this.clock.now()).toISOString(),
-      settings: JSON.stringify(settings),
-    };
-    if (body.name !== undefined) patch.name = body.name;
-    if (body.products !== undefined) patch.products = JSON.stringify(body.products);
-    if (body.webhooksEnabled !== undefined) patch.webhooks_enabled = body.webhooksEnabled ? 1 : 0;
-    await this.store.db.updateTable('projects').set(patch).where('id', '=', id).execute();
-    if (body.products !== undefined) await this.keys.invalidateEverywhere();
-    this.changed(id);
-    return this.get(id);
+    throw new ApiError(
+      'service_unavailable',
+      'The project changed under every attempt to update it; retry.',
+      { retryAfter: 1 },
+      { 'Retry-After': '1' },
+    );
   }
 
   /**

@@ -81,6 +81,31 @@ for (const backend of BACKENDS) {
       assert.equal((await s.admin('GET', `/projects/${s.project.id}`)).name, 'test');
     });
 
+    test('concurrent settings updates of two products keep both', async () => {
+      const projects = s.app.svc.projects;
+      const p = await s.admin('POST', '/projects', { name: 'race' });
+      // "slow" validates only once "fast" has written its part: without the conditional write,
+      // the slow update would store the settings it read before, dropping "fast".
+      let release!: () => void;
+      const fastWritten = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let slowRounds = 0;
+      projects.registerSettings('slow', async (value) => {
+        slowRounds++;
+        await fastWritten;
+        return value as Record<string, unknown>;
+      });
+      projects.registerSettings('fast', (value) => value as Record<string, unknown>);
+      const slow = projects.update(p.id, { settings: { slow: { n: 1 } } } as never);
+      await projects.update(p.id, { settings: { fast: { n: 2 } } } as never);
+      release();
+      const updated = await slow;
+      assert.deepEqual(updated.settings, { slow: { n: 1 }, fast: { n: 2 } });
+      assert.equal(slowRounds, 2, 'the slow update read and validated again');
+      assert.deepEqual((await projects.get(p.id)).settings, updated.settings);
+    });
+
     test('keys: created once with plaintext, listed without secrets', async () => {
       const created = await s.admin('POST', `/projects/${s.project.id}/keys`, {
         type: 'client',

@@ -209,7 +209,7 @@ async function profile(name: string, env: Record<string, string>, url: string, r
 }
 
 export async function run(): Promise<string> {
-  for (const name of ['claim', 'contexts', 'record', 'writeOutcomes', 'untilNextDueMs'])
+  for (const name of ['claim', 'release', 'record', 'writeOutcomes', 'untilNextDueMs'])
     time(DeliveryWorker.prototype, name);
   time(WebhookSender.prototype, 'send');
   for (const name of ['write', 'writeMany', 'flush'])

@@ -314,6 +314,15 @@ export class WebhookEndpoints {
       });
       byDelivery.set(a.delivery_id, list);
     }
+    // A success is kept on its delivery row (attempt rows are written for failed attempts): it
+    // is the delivery's last attempt, listed after the failed ones.
+    for (const r of rows) {
+      const won = successAttempt(r);
+      if (!won) continue;
+      const list = byDelivery.get(r.id) ?? [];
+      list.push(won);
+      byDelivery.set(r.id, list);
+    }
     return rows.map((r) => ({
       id: r.id,
       endpointId: r.endpoint_id,
@@ -342,13 +351,46 @@ export class WebhookEndpoints {
     const project = await this.deps.projects.get(projectId);
     if (!project.webhooksEnabled) throw webhooksDisabled(projectId);
     const nowMs = this.deps.clock.now();
-    const result = await this.deps.store.db
-      .updateTable('webhook_deliveries')
-      .set({ status: 'pending', next_attempt_at: iso(nowMs), updated_at: iso(nowMs) })
-      .where('id', '=', deliveryId)
-      .where('endpoint_id', '=', id)
-      .executeTakeFirst();
-    if (result.numUpdatedRows === 0n) throw new ApiError('webhook_delivery_not_found');
+    await this.deps.store.db.transaction().execute(async (trx) => {
+      const current = await trx
+        .selectFrom('webhook_deliveries')
+        .selectAll()
+        .where('id', '=', deliveryId)
+        .where('endpoint_id', '=', id)
+        .executeTakeFirst();
+      if (!current) throw new ApiError('webhook_delivery_not_found');
+      // A success kept on the row becomes an attempt row, so the row is free for the next one.
+      const won = successAttempt(current);
+      if (won)
+        await trx
+          .insertInto('webhook_attempts')
+          .values({
+            id: newId('wha', nowMs),
+            delivery_id: deliveryId,
+            attempt: won.attempt,
+            attempted_at: won.attemptedAt,
+            status_code: won.statusCode,
+            latency_ms: won.latencyMs,
+            error: null,
+            response_body: won.responseBody,
+            next_attempt_at: null,
+            node_id: current.success_node_id ?? '',
+          })
+          .execute();
+      await trx
+        .updateTable('webhook_deliveries')
+        .set({
+          status: 'pending',
+          next_attempt_at: iso(nowMs),
+          success_attempted_at: null,
+          success_latency_ms: null,
+          success_response_body: null,
+          success_node_id: null,
+          updated_at: iso(nowMs),
+        })
+        .where('id', '=', deliveryId)
+        .execute();
+    });
     this.deps.outbox.wakeWorker();
     const row = await this.deps.store.db
       .selectFrom('webhook_deliveries')
@@ -364,4 +406,18 @@ function webhooksDisabled(projectId: string) {
     'webhooks_disabled',
     `Webhooks are switched off for this project: turn them on with PATCH /v1/admin/projects/${projectId} {"webhooksEnabled": true} (CLI: svc projects update --project ${projectId} --webhooks).`,
   );
+}
+
+/** The successful attempt kept on a delivery row, as the API lists attempts; null if none. */
+function successAttempt(r: WebhookDeliveriesTable): WebhookAttempt | null {
+  if (r.success_attempted_at === null) return null;
+  return {
+    attempt: r.attempt_count,
+    attemptedAt: r.success_attempted_at,
+    statusCode: r.last_status_code,
+    latencyMs: r.success_latency_ms ?? 0,
+    error: null,
+    responseBody: r.success_response_body,
+    nextAttemptAt: null,
+  };
 }

@@ -145,4 +145,37 @@ export const webhooksMigrations: Record<string, Migration> = {
       }
     },
   },
+  '0303_webhooks_key_leases': {
+    async up(db: Kysely<unknown>) {
+      const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
+      // One lease per chain: a node attempting an (endpoint, ordering key) holds its row here;
+      // the deliveries themselves are read, not written, by a claim. `lease_key` is the ordering
+      // key, or the delivery's id for a delivery without one.
+      await db.schema
+        .createTable('webhook_key_leases')
+        .addColumn('endpoint_id', 'text', (c) =>
+          c.notNull().references('webhook_endpoints.id').onDelete('cascade'),
+        )
+        .addColumn('lease_key', 'text', (c) => c.notNull())
+        .addColumn('lease_until', 'text', (c) => c.notNull())
+        .addColumn('lease_token', 'text', (c) => c.notNull())
+        .addPrimaryKeyConstraint('webhook_key_leases_pk', ['endpoint_id', 'lease_key'])
+        .execute();
+      // A success is recorded on its delivery row (attempt rows are for failed attempts only).
+      for (const [name, type] of [
+        ['success_attempted_at', 'text'],
+        ['success_latency_ms', 'integer'],
+        ['success_response_body', 'text'],
+        ['success_node_id', 'text'],
+      ] as const) {
+        await db.schema.alterTable('webhook_deliveries').addColumn(name, type).execute();
+      }
+      // Per-row leases are gone (a lease held at upgrade time is simply dropped: the delivery is
+      // pending and due, sent again at least once).
+      await db.schema.alterTable('webhook_deliveries').dropColumn('lease_until').execute();
+      await db.schema.alterTable('webhook_deliveries').dropColumn('lease_token').execute();
+      // Every write of a delivery row now changes an indexed column: no room to keep per page.
+      if (postgres) await sql`alter table webhook_deliveries reset (fillfactor)`.execute(db);
+    },
+  },
 };

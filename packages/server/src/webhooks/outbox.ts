@@ -180,7 +180,7 @@ export class Outbox {
           .execute();
         const seqById = new Map(inserted.map((r) => [r.id, r.seq]));
         const seqs = eventRows.map((r) => seqById.get(r.id)!);
-        // SQLite allows 32,766 parameters a statement: 1,000 rows of 16 columns fit.
+        // SQLite allows 32,766 parameters a statement: 1,000 rows of 18 columns fit.
         for (let i = 0; i < deliveries.length; i += 1000) {
           await trx
             .insertInto('webhook_deliveries')
@@ -197,10 +197,12 @@ export class Outbox {
                   status: 'pending',
                   attempt_count: 0,
                   next_attempt_at: nextAttemptAt,
-                  lease_until: null,
-                  lease_token: null,
                   last_status_code: null,
                   last_error: null,
+                  success_attempted_at: null,
+                  success_latency_ms: null,
+                  success_response_body: null,
+                  success_node_id: null,
                   created_at: now,
                   updated_at: now,
                 }),

@@ -47,11 +47,16 @@ export interface WebhookDeliveriesTable {
   status: 'pending' | 'succeeded' | 'failed' | 'skipped';
   attempt_count: number;
   next_attempt_at: string | null;
-  /** While set and in the future, one node is attempting this delivery. */
-  lease_until: string | null;
-  lease_token: string | null;
   last_status_code: number | null;
   last_error: string | null;
+  /**
+   * The successful attempt, kept on the row (its number is `attempt_count`, its status
+   * `last_status_code`); attempt rows are written for failed attempts only. Null otherwise.
+   */
+  success_attempted_at: string | null;
+  success_latency_ms: number | null;
+  success_response_body: string | null;
+  success_node_id: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -71,11 +76,24 @@ export interface WebhookAttemptsTable {
   node_id: string;
 }
 
+/**
+ * One row per chain in flight: the node holding `lease_token` until `lease_until` is the only one
+ * attempting the endpoint's deliveries of `lease_key` (the ordering key, or the delivery's id
+ * for one without a key).
+ */
+export interface WebhookKeyLeasesTable {
+  endpoint_id: string;
+  lease_key: string;
+  lease_until: string;
+  lease_token: string;
+}
+
 export type WebhooksTables = {
   webhook_endpoints: WebhookEndpointsTable;
   webhook_events: WebhookEventsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   webhook_attempts: WebhookAttemptsTable;
+  webhook_key_leases: WebhookKeyLeasesTable;
 };
 
 declare module '../storage/schema.ts' {

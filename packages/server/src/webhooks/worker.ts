@@ -42,8 +42,15 @@ export interface WorkerOptions {
  */
 export const PENDING = sql.lit('pending' as const);
 
-/** A claimed delivery with what its attempt needs (body, endpoint, project switch). */
+/**
+ * A claimed delivery with what its attempt needs (body, endpoint, project switch) and its
+ * chain's key lease.
+ */
 export interface ClaimedDelivery extends WebhookDeliveriesTable {
+  /** The ordering key, or the delivery's id for one without a key. */
+  lease_key: string;
+  lease_until: string;
+  lease_token: string;
   payload: string;
   url: string;
   enabled: number;
@@ -67,10 +74,11 @@ interface EndpointState {
   degraded: boolean;
 }
 
-/** One attempt's outcome, waiting to be written with others in one transaction. */
+/** One attempt's outcome (or a skip), waiting to be written with others in one transaction. */
 interface Outcome {
   delivery: ClaimedDelivery;
-  attempt: WebhookAttemptsTable;
+  /** The attempt's record; null when the delivery was skipped (a switch is off). */
+  attempt: WebhookAttemptsTable | null;
   status: WebhookDeliveriesTable['status'];
   nextAttemptAt: string | null;
   code: number | null;
@@ -78,6 +86,8 @@ interface Outcome {
   success: boolean;
   gone: boolean;
   nowMs: number;
+  /** The chain's last outcome: its key's lease is given back with it. */
+  release?: boolean;
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -101,14 +111,17 @@ export const PRUNE_BATCH = 500;
 const PRUNE_INTERVAL_MS = 10 * 60_000;
 
 /**
- * The delivery worker. It claims due deliveries in batches (one statement: a lease written under
- * `FOR UPDATE SKIP LOCKED` on PostgreSQL, which also returns what the attempts need; on SQLite
- * this process is the only worker), sends them, and writes the attempts' outcomes in batches (one
- * transaction per batch: whatever finished while the previous batch was being written). A
- * delivery is eligible only when no earlier event with the same ordering key is still pending for
- * the same endpoint, so events of one room arrive in order even while an earlier one is being
- * retried. A node that dies mid-attempt leaves a lease that expires after `leaseMs`; another node
- * (or this one, restarted) then retries it: delivery is at least once.
+ * The delivery worker. It claims chains in batches: a chain is the next due deliveries of one
+ * (endpoint, ordering key), and a claim leases the key (one `webhook_key_leases` row per chain;
+ * the deliveries are read, not written), so at most one chain per key is in flight fleet-wide
+ * and nodes partition keys between them. It sends a chain's deliveries one after another and
+ * writes the outcomes in batches (one statement on PostgreSQL, one transaction on SQLite:
+ * whatever finished while the previous batch was being written), each only while its key's lease
+ * token holds; the chain's last outcome gives the lease back. A delivery is eligible only when no
+ * earlier event with the same ordering key is still pending for the same endpoint, so events of
+ * one room arrive in order even while an earlier one is being retried. A node that dies
+ * mid-attempt leaves a key lease that expires after `leaseMs`; another node (or this one,
+ * restarted) then takes the key and retries: delivery is at least once.
  *
  * Isolation: an endpoint has at most `endpointConcurrency` attempts in flight on a node, a quarter
  * of that while degraded (its latest attempt failed or was slow), and none while paused (after
@@ -165,12 +178,7 @@ export class DeliveryWorker {
   async start() {
     if (this.running) return;
     if (this.options.store.dialect === 'sqlite') {
-      await this.options.store.db
-        .updateTable('webhook_deliveries')
-        .set({ lease_until: null, lease_token: null })
-        .where('status', '=', 'pending')
-        .where('lease_until', 'is not', null)
-        .execute();
+      await this.options.store.db.deleteFrom('webhook_key_leases').execute();
     }
     if (this.options.store.dialect === 'postgres') {
       // Fresh statistics for the claim's plan (a backlog written since the last autovacuum
@@ -259,7 +267,8 @@ export class DeliveryWorker {
   /**
    * Starts queued chains while slots are free (the node's and their endpoint's), in claim order.
    * A chain whose endpoint is paused, or whose lease would not outlast an attempt, or any chain
-   * once the worker stops, is given back (leases cleared) for a later claim here or elsewhere.
+   * once the worker stops, is given back (its key's lease deleted) for a later claim here or
+   * elsewhere.
    */
   private startReady() {
     if (this.ready.length === 0) return;
@@ -268,14 +277,14 @@ export class DeliveryWorker {
     const released: ClaimedDelivery[] = [];
     for (const chain of this.ready) {
       const endpoint = this.state(chain[0].endpoint_id);
-      const leaseEndMs = Date.parse(chain[0].lease_until ?? '') || 0;
+      const leaseEndMs = Date.parse(chain[0].lease_until) || 0;
       if (
         !this.running ||
         endpoint.pausedUntil > nowMs ||
         nowMs + this.options.timeoutMs >= leaseEndMs
       ) {
         endpoint.queued--;
-        released.push(...chain);
+        released.push(chain[0]);
       } else if (
         this.sending < this.options.concurrency &&
         endpoint.inFlight < this.slotsOf(endpoint)
@@ -376,8 +385,15 @@ export class DeliveryWorker {
    * Claims work for up to `slots` attempts in a row: each slot is a chain, the next due
    * deliveries of one ordering key for one endpoint (at most {@link CHAIN_MAX}, sent one after
    * another, in order), at most an endpoint's free slots per endpoint. Returns the chains with
-   * what their attempts need. A delivery joins a chain only if every earlier pending delivery of
-   * its key for its endpoint is in the chain before it.
+   * what their attempts need.
+   *
+   * Two statements. The first leases keys: heads (due deliveries with no earlier pending one of
+   * their key and no live lease on their key), in the due index's order (the scan stops once it
+   * has enough), capped per endpoint, each given a key lease unless another node took the key
+   * meanwhile (an insert that updates only an expired lease). The second reads the leased keys'
+   * chains: the first CHAIN_MAX pending deliveries of each key, up to the first that is not due,
+   * from a snapshot taken after the leases were committed, so it sees every outcome a previous
+   * holder of the key wrote. No delivery row is written.
    */
   private async claim(slots: number): Promise<ClaimedDelivery[][]> {
     const { store, clock, leaseMs } = this.options;
@@ -386,27 +402,16 @@ export class DeliveryWorker {
     const leaseUntil = iso(nowMs + leaseMs);
     const token = `${this.nodeId}:${randomBytes(6).toString('hex')}`;
     const { excluded, caps } = this.endpointLimits(nowMs);
-    const free = (t: 'h' | 'm' | 'd') => {
-      const a = sql.raw(t);
-      return sql`${a}.status = 'pending' and ${a}.next_attempt_at <= ${now}
-        and (${a}.lease_until is null or ${a}.lease_until < ${now})`;
-    };
     const postgres = store.dialect === 'postgres';
     const capsTable = postgres
       ? sql`unnest(${Object.keys(caps)}::text[], ${Object.values(caps)}::int[]) as caps(endpoint_id, free)`
       : sql`(select key as endpoint_id, value as free from json_each(${JSON.stringify(caps)})) caps`;
-    // Heads first: due deliveries with no earlier pending one of their key, in the due index's
-    // order (the scan stops once it has enough), capped per endpoint. Then each chosen head's
-    // next CHAIN_MAX - 1 pending deliveries of its key (an index range of at most that many),
-    // up to the first that is not due or is leased. Only the chosen rows are locked
-    // (PostgreSQL: rows another node is claiming are skipped, and each row's status and lease
-    // are checked again as locked); a chain keeps only its rows up to the first it could not
-    // lock, so no node ever holds a key's later deliveries without the earlier ones.
-    const chosen = sql`
-      heads as (
-        select h.id, h.endpoint_id, h.ordering_key, h.next_attempt_at, h.event_seq
+    const { rows: leased } = await sql<{ endpoint_id: string; lease_key: string }>`
+      with heads as (
+        select h.endpoint_id, coalesce(h.ordering_key, h.id) as lease_key, h.next_attempt_at,
+          h.event_seq
         from webhook_deliveries h
-        where ${free('h')} and ${
+        where h.status = 'pending' and h.next_attempt_at <= ${now} and ${
           postgres
             ? sql`h.endpoint_id <> all(${excluded}::text[])`
             : sql`h.endpoint_id not in (select value from json_each(${JSON.stringify(excluded)}))`
@@ -415,10 +420,14 @@ export class DeliveryWorker {
             select 1 from webhook_deliveries e
             where e.endpoint_id = h.endpoint_id and e.ordering_key = h.ordering_key
               and e.event_seq < h.event_seq and e.status = 'pending')
+          and not exists (
+            select 1 from webhook_key_leases l
+            where l.endpoint_id = h.endpoint_id and l.lease_key = coalesce(h.ordering_key, h.id)
+              and l.lease_until >= ${now})
         order by h.next_attempt_at, h.event_seq
         limit ${slots * 2}
       ), chosen_heads as (
-        select r.* from (
+        select r.endpoint_id, r.lease_key from (
           select heads.*, row_number() over (partition by heads.endpoint_id
             order by heads.next_attempt_at, heads.event_seq) as ern
           from heads
@@ -427,136 +436,119 @@ export class DeliveryWorker {
         where r.ern <= coalesce(caps.free, ${this.endpointCap})
         order by r.next_attempt_at, r.event_seq
         limit ${slots}
-      ), members as (
-        select h.id as head, h.id, h.event_seq, 0 as blocked from chosen_heads h
-        union all
-        select h.id, m.id, m.event_seq, case when ${free('m')} then 0 else 1 end
-        from chosen_heads h
-        ${
-          postgres
-            ? sql`cross join lateral (
-                select m.id, m.event_seq, m.status, m.next_attempt_at, m.lease_until
-                from webhook_deliveries m
-                where m.endpoint_id = h.endpoint_id and m.ordering_key = h.ordering_key
-                  and m.status = 'pending' and m.event_seq > h.event_seq
-                order by m.event_seq limit ${CHAIN_MAX - 1}) m`
-            : sql`join webhook_deliveries m on m.endpoint_id = h.endpoint_id
-                and m.ordering_key = h.ordering_key and m.status = 'pending'
-                and m.event_seq > h.event_seq
-                and m.event_seq <= coalesce((
-                  select e.event_seq from webhook_deliveries e
-                  where e.endpoint_id = h.endpoint_id and e.ordering_key = h.ordering_key
-                    and e.status = 'pending' and e.event_seq > h.event_seq
-                  order by e.event_seq limit 1 offset ${CHAIN_MAX - 2}), m.event_seq)`
-        }
-      ), picked as (
-        select x.head, x.id, row_number() over (partition by x.head order by x.event_seq) as rn
-        from (
-          select members.*, min(case when members.blocked = 1 then members.event_seq end)
-            over (partition by members.head) as stop
-          from members
-        ) x
-        where x.stop is null or x.event_seq < x.stop
-      ), locked as (
-        select d.id from picked join webhook_deliveries d on d.id = picked.id
-        where ${free('d')}
-        ${postgres ? sql`for update of d skip locked` : sql``}
-      ), chosen as (
-        select id from (
-          select picked.id, picked.rn,
-            row_number() over (partition by picked.head order by picked.rn) as held
-          from picked join locked on locked.id = picked.id
-        ) k where k.held = k.rn
-      )`;
-    let rows: ClaimedDelivery[];
-    if (postgres) {
-      // One round trip: pick (skipping rows another node is claiming), lease, and join what
-      // the attempts need.
-      ({ rows } = await sql<ClaimedDelivery>`
-        with ${chosen}, claimed as (
-          update webhook_deliveries d
-          set lease_until = ${leaseUntil}, lease_token = ${token}, updated_at = ${now}
-          from chosen where d.id = chosen.id
-          returning d.*
-        )
-        select c.*, ev.payload, e.url, e.enabled, e.secret, e.previous_secret,
-          e.previous_secret_expires_at, e.failing_since, p.webhooks_enabled
-        from claimed c
-        join webhook_events ev on ev.seq = c.event_seq
-        join webhook_endpoints e on e.id = c.endpoint_id
-        join projects p on p.id = e.project_id
-        order by c.event_seq`.execute(store.db));
-    } else {
-      const { rows: leased } = await sql<{ id: string }>`
-        with ${chosen}
-        update webhook_deliveries
-        set lease_until = ${leaseUntil}, lease_token = ${token}, updated_at = ${now}
-        where id in (select id from chosen)
-        returning id`.execute(store.db);
-      if (leased.length === 0) return [];
-      rows = await store.db
-        .selectFrom('webhook_deliveries as d')
-        .innerJoin('webhook_events as ev', 'ev.seq', 'd.event_seq')
-        .innerJoin('webhook_endpoints as e', 'e.id', 'd.endpoint_id')
-        .innerJoin('projects as p', 'p.id', 'e.project_id')
-        .selectAll('d')
-        .select([
-          'ev.payload',
-          'e.url',
-          'e.enabled',
-          'e.secret',
-          'e.previous_secret',
-          'e.previous_secret_expires_at',
-          'e.failing_since',
-          'p.webhooks_enabled',
-        ])
-        // A fixed text (one prepared statement) whatever the number of rows.
-        .where(
-          'd.id',
-          'in',
-          sql<string>`(select value from json_each(${JSON.stringify(leased.map((r) => r.id))}))`,
-        )
-        .orderBy('d.event_seq')
-        .execute();
-    }
-    // Rows come in sequence order: each chain's in its key's order.
+      )
+      insert into webhook_key_leases (endpoint_id, lease_key, lease_until, lease_token)
+      select endpoint_id, lease_key, ${leaseUntil}, ${token} from chosen_heads where true
+      on conflict (endpoint_id, lease_key) do update
+        set lease_until = excluded.lease_until, lease_token = excluded.lease_token
+        where webhook_key_leases.lease_until < ${now}
+      returning endpoint_id, lease_key`.execute(store.db);
+    if (leased.length === 0) return [];
+
+    const keys = leased.map((l) => [l.endpoint_id, l.lease_key]);
+    const what = sql`ev.payload, e.url, e.enabled, e.secret, e.previous_secret,
+      e.previous_secret_expires_at, e.failing_since, p.webhooks_enabled`;
+    const joins = sql`join webhook_events ev on ev.seq = d.event_seq
+      join webhook_endpoints e on e.id = d.endpoint_id
+      join projects p on p.id = e.project_id`;
+    const { rows } = await (postgres
+      ? sql<ClaimedDelivery>`
+          select d.*, ${what}
+          from unnest(${leased.map((l) => l.endpoint_id)}::text[],
+            ${leased.map((l) => l.lease_key)}::text[]) as k(endpoint_id, lease_key)
+          cross join lateral (
+            (select m.* from webhook_deliveries m
+              where m.endpoint_id = k.endpoint_id and m.ordering_key = k.lease_key
+                and m.status = 'pending'
+              order by m.event_seq limit ${CHAIN_MAX})
+            union all
+            (select m.* from webhook_deliveries m
+              where m.id = k.lease_key and m.endpoint_id = k.endpoint_id
+                and m.ordering_key is null and m.status = 'pending')
+          ) d
+          ${joins}
+          order by d.event_seq`
+      : sql<ClaimedDelivery>`
+          select d.*, ${what}
+          from json_each(${JSON.stringify(keys)}) k
+          join webhook_deliveries d on d.endpoint_id = k.value ->> 0
+            and d.ordering_key = k.value ->> 1 and d.status = 'pending'
+            and d.event_seq <= coalesce((
+              select x.event_seq from webhook_deliveries x
+              where x.endpoint_id = d.endpoint_id and x.ordering_key = d.ordering_key
+                and x.status = 'pending'
+              order by x.event_seq limit 1 offset ${CHAIN_MAX - 1}), d.event_seq)
+          ${joins}
+          union all
+          select d.*, ${what}
+          from json_each(${JSON.stringify(keys)}) k
+          join webhook_deliveries d on d.id = k.value ->> 1 and d.endpoint_id = k.value ->> 0
+            and d.ordering_key is null and d.status = 'pending'
+          ${joins}
+          order by event_seq`
+    ).execute(store.db);
+    // Rows come in sequence order: each chain's in its key's order. A chain ends before its
+    // first delivery that is not due (waiting for a retry): later ones of the key wait for it.
     const chains = new Map<string, ClaimedDelivery[]>();
+    const stopped = new Set<string>();
     for (const row of rows) {
-      const key = `${row.endpoint_id} ${row.ordering_key ?? row.id}`;
+      const leaseKey = row.ordering_key ?? row.id;
+      const key = `${row.endpoint_id} ${leaseKey}`;
+      if (stopped.has(key)) continue;
+      if (row.next_attempt_at === null || row.next_attempt_at > now) {
+        stopped.add(key);
+        continue;
+      }
+      const claimed = { ...row, lease_key: leaseKey, lease_until: leaseUntil, lease_token: token };
       const list = chains.get(key);
-      if (list) list.push(row);
-      else chains.set(key, [row]);
+      if (list) list.push(claimed);
+      else chains.set(key, [claimed]);
     }
+    // Keys whose deliveries went meanwhile (another node's chain finished between the two
+    // statements) or whose first pending one is not due: their leases go back at once.
+    const empty = leased.filter((l) => !chains.has(`${l.endpoint_id} ${l.lease_key}`));
+    if (empty.length > 0)
+      this.track(
+        this.release(
+          empty.map((l) => ({
+            endpoint_id: l.endpoint_id,
+            lease_key: l.lease_key,
+            lease_token: token,
+          })),
+        ),
+      );
     return [...chains.values()];
   }
 
   /**
-   * Sends a chain's deliveries one after another; stops at the first that does not succeed, and
-   * gives back the rest unsent (their leases cleared), as it does those whose lease would run out
-   * during an attempt. Resolves once every outcome is written.
+   * Sends a chain's deliveries one after another; stops at the first that does not succeed, or
+   * before one whose attempt the lease would not outlast, and gives the key's lease back with
+   * the last outcome (the rest of the chain is simply not sent: nothing was written for it).
+   * Resolves once every outcome is written.
    */
   private async runChain(chain: ClaimedDelivery[]) {
     const { clock, timeoutMs } = this.options;
     const endpoint = this.state(chain[0].endpoint_id);
-    // The chain holds its slot until its outcomes are written: its key is blocked until then,
-    // so a claim made earlier could not take the key's next deliveries anyway.
+    // The chain holds its slot until its outcomes are written: its key is leased until then,
+    // so no claim could take the key's next deliveries anyway.
     endpoint.inFlight++;
     this.sending++;
     const written: Promise<void>[] = [];
     let results: PromiseSettledResult<void>[];
     try {
-      let sent = 0;
-      for (const delivery of chain) {
-        const leaseEndMs = Date.parse(delivery.lease_until ?? '') || 0;
-        // The first always goes (as a lone claim would); a later one only if its lease outlasts
-        // a whole attempt, else another node could take it while it is being sent.
-        if (sent > 0 && (!this.running || clock.now() + timeoutMs >= leaseEndMs)) break;
-        const { ok, recorded } = await this.attempt(delivery, endpoint);
-        written.push(recorded);
-        sent++;
-        if (!ok) break;
+      for (const [i, delivery] of chain.entries()) {
+        const outcome = await this.attempt(delivery, endpoint);
+        const leaseEndMs = Date.parse(delivery.lease_until) || 0;
+        // The first always goes (as a lone claim would); a later one only if the lease outlasts
+        // a whole attempt, else another node could take the key while it is being sent.
+        const last =
+          !(outcome.success || outcome.status === 'skipped') ||
+          i === chain.length - 1 ||
+          !this.running ||
+          clock.now() + timeoutMs >= leaseEndMs;
+        written.push(this.recordHeld(outcome, last));
+        if (last) break;
       }
-      if (sent < chain.length) written.push(this.release(chain.slice(sent)));
       results = await Promise.allSettled(written);
     } finally {
       endpoint.inFlight--;
@@ -571,43 +563,48 @@ export class DeliveryWorker {
   }
 
   /**
-   * Clears the leases of claimed deliveries that were not attempted (due again at once), in one
-   * statement; a row whose lease another claim holds now is left alone.
+   * Gives keys' leases back (their deliveries are due again at once for any node), in one
+   * statement; a lease another claim holds now is left alone.
    */
-  private async release(deliveries: ClaimedDelivery[]) {
+  private async release(
+    leases: Pick<ClaimedDelivery, 'endpoint_id' | 'lease_key' | 'lease_token'>[],
+  ) {
     const { store } = this.options;
-    const ids = deliveries.map((d) => d.id);
-    const tokens = deliveries.map((d) => d.lease_token ?? '');
+    const rows = leases.map((l) => [l.endpoint_id, l.lease_key, l.lease_token]);
     await (store.dialect === 'postgres'
-      ? sql`update webhook_deliveries d set lease_until = null, lease_token = null
-          from unnest(${ids}::text[], ${tokens}::text[]) as v(id, token)
-          where d.id = v.id and d.lease_token = v.token`
-      : sql`update webhook_deliveries as d set lease_until = null, lease_token = null
-          from json_each(${JSON.stringify(ids.map((id, i) => [id, tokens[i]]))}) v
-          where d.id = v.value ->> 0 and d.lease_token = v.value ->> 1`
+      ? sql`delete from webhook_key_leases l
+          using json_to_recordset(${JSON.stringify(
+            leases.map((l) => ({ e: l.endpoint_id, k: l.lease_key, t: l.lease_token })),
+          )}::json) as v(e text, k text, t text)
+          where l.endpoint_id = v.e and l.lease_key = v.k and l.lease_token = v.t`
+      : sql`delete from webhook_key_leases
+          where (endpoint_id, lease_key, lease_token) in (
+            select v.value ->> 0, v.value ->> 1, v.value ->> 2 from json_each(${JSON.stringify(rows)}) v)`
     ).execute(store.db);
   }
 
   /**
-   * One attempt. `ok` once it succeeded (or was skipped because a switch is off) and the chain
-   * may go on; `recorded` settles once its outcome is written.
+   * One attempt (or none, when a switch is off: the delivery is then skipped, and the chain may
+   * go on). Returns its outcome, not yet written.
    */
-  private async attempt(
-    delivery: ClaimedDelivery,
-    endpoint: EndpointState,
-  ): Promise<{ ok: boolean; recorded: Promise<void> }> {
+  private async attempt(delivery: ClaimedDelivery, endpoint: EndpointState): Promise<Outcome> {
     const { clock } = this.options;
     if (delivery.webhooks_enabled !== 1 || delivery.enabled !== 1) {
       // Nothing is sent while a switch is off; the delivery stays listed and can be retried.
-      const recorded = this.finish(delivery, {
+      return {
+        delivery,
+        attempt: null,
         status: 'skipped',
-        last_error:
+        nextAttemptAt: null,
+        code: delivery.last_status_code,
+        error:
           delivery.webhooks_enabled !== 1
             ? 'webhooks are switched off for the project'
             : 'the endpoint is disabled',
-      });
-      await recorded;
-      return { ok: true, recorded };
+        success: false,
+        gone: false,
+        nowMs: clock.now(),
+      };
     }
     const startedMs = clock.now();
     const result = await this.send(delivery, startedMs);
@@ -628,16 +625,23 @@ export class DeliveryWorker {
         endpoint.pausedUntil = clock.now() + pauseMs;
       }
     }
-    const outcome = this.outcome(delivery, startedMs, result);
-    // The request was sent: its result is worth keeping through a store outage. It is written
-    // once the store is back, while the lease still holds (after that, another node sends again).
+    return this.outcome(delivery, startedMs, result);
+  }
+
+  /**
+   * Writes an outcome (with the key's lease given back when `release`). The request was sent:
+   * its result is worth keeping through a store outage, so it is written once the store is back,
+   * while the lease still holds (after that, another node sends again).
+   */
+  private recordHeld(outcome: Outcome, release: boolean): Promise<void> {
+    const { clock } = this.options;
     const recorded = (async () => {
       for (;;) {
         try {
-          await this.record(outcome);
+          await this.record(outcome, release);
           return;
         } catch (err) {
-          const leaseEndMs = Date.parse(delivery.lease_until ?? '') || 0;
+          const leaseEndMs = Date.parse(outcome.delivery.lease_until) || 0;
           if (!unavailableDependency(err) || !this.running || clock.now() >= leaseEndMs) throw err;
           await new Promise((resolve) => setTimeout(resolve, RECORD_RETRY_MS));
         }
@@ -645,7 +649,7 @@ export class DeliveryWorker {
     })();
     // Not unhandled while the chain goes on; runChain awaits it.
     recorded.catch(() => {});
-    return { ok: success, recorded };
+    return recorded;
   }
 
   private async send(delivery: ClaimedDelivery, startedMs: number): Promise<SendResult> {
@@ -735,7 +739,8 @@ export class DeliveryWorker {
    * committed. One batch is written at a time: under load, a batch is whatever finished while
    * the previous one was being written; alone, an outcome is written at once.
    */
-  private record(outcome: Outcome): Promise<void> {
+  private record(outcome: Outcome, release: boolean): Promise<void> {
+    outcome.release = release;
     return new Promise<void>((resolve, reject) => {
       this.outcomes.push({ outcome, done: (err) => (err ? reject(err) : resolve()) });
       // From the next turn of the event loop: answers that arrive together are written together.
@@ -759,16 +764,20 @@ export class DeliveryWorker {
     }
   }
 
-  /** Writes a batch of outcomes: attempts, deliveries' states, endpoints' health, in one go. */
+  /**
+   * Writes a batch of outcomes: failed attempts' rows, deliveries' states (a success with its
+   * attempt's data on the delivery row), the keys' leases given back, endpoints' health, in one
+   * go. A delivery's state is written only while its key's lease token still holds.
+   */
   private async writeOutcomes(batch: Outcome[]) {
     const { store, metrics, disableAfterMs = 0 } = this.options;
     const nowMs = this.options.clock.now();
     const now = iso(nowMs);
-    // Endpoint health, from the last outcome per endpoint in this batch (the claim read
+    // Endpoint health, from the last attempt per endpoint in this batch (the claim read
     // `failing_since`, so an unchanged endpoint costs no write).
     const last = new Map<string, Outcome>();
     for (const o of batch)
-      if (!o.attempt.error?.startsWith('refused')) last.set(o.delivery.endpoint_id, o);
+      if (o.attempt && !o.attempt.error?.startsWith('refused')) last.set(o.delivery.endpoint_id, o);
     const recovered: string[] = [];
     const failing: string[] = [];
     const checkDisable: string[] = [];
@@ -817,22 +826,37 @@ export class DeliveryWorker {
           .execute();
     };
     // The batch as two JSON parameters (serialised natively, parsed by the database), the
-    // statements' text the same whatever the batch's size.
-    const attempts = JSON.stringify(batch.map((o) => o.attempt));
+    // statements' text the same whatever the batch's size. Attempt rows for failed attempts
+    // only: a success is kept on its delivery row.
+    const attempts = JSON.stringify(
+      batch.flatMap((o) => (o.attempt && !o.success ? [o.attempt] : [])),
+    );
     const states = JSON.stringify(
-      batch.map((o) => ({
-        id: o.delivery.id,
-        token: o.delivery.lease_token ?? '',
-        status: o.status,
-        attempt_count: o.attempt.attempt,
-        next_attempt_at: o.nextAttemptAt,
-        code: o.code,
-        error: o.error,
-      })),
+      batch.map((o) => {
+        const won = o.success ? o.attempt : null;
+        return {
+          id: o.delivery.id,
+          endpoint_id: o.delivery.endpoint_id,
+          lease_key: o.delivery.lease_key,
+          token: o.delivery.lease_token,
+          release: o.release,
+          status: o.status,
+          attempt_count: o.attempt?.attempt ?? o.delivery.attempt_count,
+          next_attempt_at: o.nextAttemptAt,
+          code: o.code,
+          error: o.error,
+          s_at: won?.attempted_at ?? null,
+          s_latency: won?.latency_ms ?? null,
+          s_body: won?.response_body ?? null,
+          s_node: won?.node_id ?? null,
+        };
+      }),
     );
     if (store.dialect === 'postgres') {
-      // One statement for the attempts and the deliveries (one round trip, one commit for the
-      // batch). Only the lease holder writes: if the lease was lost, another node owns it.
+      // One statement for the attempts, the deliveries and the leases (one round trip, one
+      // commit for the batch). Only the lease holder writes: each key's lease row (once per
+      // batch) is deleted when its chain ended, else locked, its token checked on its latest
+      // version; if the lease was lost, another node owns the key.
       const statement = sql`
         with sync as (select set_config('synchronous_commit', 'off', true) as off),
         a as (
@@ -841,13 +865,39 @@ export class DeliveryWorker {
           select * from json_to_recordset(${attempts}::json) as v(id text, delivery_id text,
             attempt int, attempted_at text, status_code int, latency_ms int, error text,
             response_body text, next_attempt_at text, node_id text)
-        )
+        ),
+        v as (
+          select * from json_to_recordset(${states}::json) as v(id text, endpoint_id text,
+            lease_key text, token text, release boolean, status text, attempt_count int,
+            next_attempt_at text, code int, error text, s_at text, s_latency int, s_body text,
+            s_node text)
+          where (select off from sync) is not null
+        ),
+        leases as (
+          select endpoint_id, lease_key, token, bool_or(release) as release from v
+          group by endpoint_id, lease_key, token
+        ),
+        released as (
+          delete from webhook_key_leases l using leases g
+          where g.release and l.endpoint_id = g.endpoint_id and l.lease_key = g.lease_key
+            and l.lease_token = g.token
+          returning l.endpoint_id, l.lease_key, l.lease_token
+        ),
+        kept as (
+          select l.endpoint_id, l.lease_key, l.lease_token
+          from webhook_key_leases l join leases g on not g.release
+            and l.endpoint_id = g.endpoint_id and l.lease_key = g.lease_key
+            and l.lease_token = g.token
+          for update of l
+        ),
+        held as (select * from released union all select * from kept)
         update webhook_deliveries d set status = v.status, attempt_count = v.attempt_count,
-          next_attempt_at = v.next_attempt_at, lease_until = null, lease_token = null,
-          last_status_code = v.code, last_error = v.error, updated_at = ${now}
-        from json_to_recordset(${states}::json) as v(id text, token text, status text,
-          attempt_count int, next_attempt_at text, code int, error text)
-        where d.id = v.id and d.lease_token = v.token and (select off from sync) is not null`;
+          next_attempt_at = v.next_attempt_at, last_status_code = v.code, last_error = v.error,
+          success_attempted_at = v.s_at, success_latency_ms = v.s_latency,
+          success_response_body = v.s_body, success_node_id = v.s_node, updated_at = ${now}
+        from v join held h on h.endpoint_id = v.endpoint_id and h.lease_key = v.lease_key
+          and h.lease_token = v.token
+        where d.id = v.id`;
       // Without waiting for the WAL flush (most of an outcome write's time): an outcome lost
       // to a PostgreSQL crash leaves its delivery pending, sent again once its lease expires
       // (at least once, as with a node crash). Endpoint changes commit with the outcomes that
@@ -860,7 +910,7 @@ export class DeliveryWorker {
         });
       } else await statement.execute(store.db);
     } else {
-      // Two statements of fixed text whatever the batch's size (each prepared once).
+      // Three statements of fixed text whatever the batch's size (each prepared once).
       await store.db.transaction().execute(async (trx) => {
         await sql`
           insert into webhook_attempts (id, delivery_id, attempt, attempted_at, status_code,
@@ -873,11 +923,23 @@ export class DeliveryWorker {
         await sql`
           update webhook_deliveries as d set status = v.value ->> 'status',
             attempt_count = v.value ->> 'attempt_count',
-            next_attempt_at = v.value ->> 'next_attempt_at', lease_until = null,
-            lease_token = null, last_status_code = v.value ->> 'code',
-            last_error = v.value ->> 'error', updated_at = ${now}
+            next_attempt_at = v.value ->> 'next_attempt_at',
+            last_status_code = v.value ->> 'code', last_error = v.value ->> 'error',
+            success_attempted_at = v.value ->> 's_at',
+            success_latency_ms = v.value ->> 's_latency',
+            success_response_body = v.value ->> 's_body',
+            success_node_id = v.value ->> 's_node', updated_at = ${now}
           from json_each(${states}) v
-          where d.id = v.value ->> 'id' and d.lease_token = v.value ->> 'token'`.execute(trx);
+          where d.id = v.value ->> 'id' and exists (
+            select 1 from webhook_key_leases l
+            where l.endpoint_id = v.value ->> 'endpoint_id'
+              and l.lease_key = v.value ->> 'lease_key'
+              and l.lease_token = v.value ->> 'token')`.execute(trx);
+        await sql`
+          delete from webhook_key_leases
+          where (endpoint_id, lease_key, lease_token) in (
+            select v.value ->> 'endpoint_id', v.value ->> 'lease_key', v.value ->> 'token'
+            from json_each(${states}) v where v.value ->> 'release')`.execute(trx);
         await endpointWrites(trx);
       });
     }
@@ -900,27 +962,6 @@ export class DeliveryWorker {
       this.options.log.warn({ endpointId: id }, 'webhook endpoint disabled: it answered 410 Gone');
     }
   }
-
-  private async finish(
-    delivery: WebhookDeliveriesTable,
-    patch: { status: 'skipped'; last_error: string },
-  ) {
-    const now = iso(this.options.clock.now());
-    await this.options.store.db
-      .updateTable('webhook_deliveries')
-      .set({
-        ...patch,
-        next_attempt_at: null,
-        lease_until: null,
-        lease_token: null,
-        updated_at: now,
-      })
-      .where('id', '=', delivery.id)
-      .where('lease_token', '=', delivery.lease_token)
-      .execute();
-    this.options.metrics.finished.inc({ status: patch.status });
-  }
-
   /**
    * Retention: deletes events written before `nowMs - retentionMs` whose deliveries are all
    * finished, with their deliveries and attempts (foreign keys cascade), {@link PRUNE_BATCH}

@@ -71,10 +71,17 @@ describe('webhooks: two server processes on PostgreSQL', { skip: !DATABASE_URL }
         pending = Number(row.n);
       }
       assert.equal(pending, 0);
-      const byNode = await store.db
+      // A success is kept on its delivery row; attempt rows are for failed attempts only.
+      const failed = await store.db
         .selectFrom('webhook_attempts')
-        .select(['node_id', (eb) => eb.fn.countAll<string>().as('n')])
-        .groupBy('node_id')
+        .select((eb) => eb.fn.countAll<string>().as('n'))
+        .executeTakeFirstOrThrow();
+      assert.equal(Number(failed.n), 0, 'no failed attempt');
+      const byNode = await store.db
+        .selectFrom('webhook_deliveries')
+        .select(['success_node_id as node_id', (eb) => eb.fn.countAll<string>().as('n')])
+        .where('attempt_count', '=', 1)
+        .groupBy('success_node_id')
         .execute();
       const attempts = byNode.reduce((sum, r) => sum + Number(r.n), 0);
       assert.equal(attempts, TOTAL, 'one attempt per event');

@@ -234,6 +234,34 @@ for (const backend of BACKENDS) {
       );
       assert.equal(done.items[0].attemptCount, 4);
       assert.equal(on('manual').length, 4);
+      // Retrying a succeeded delivery sends it again; both successes stay listed, in order.
+      const again = await s.admin('POST', path(`/${ep.id}/deliveries/${done.items[0].id}/retry`));
+      assert.equal(again.status, 'pending');
+      assert.deepEqual(
+        again.attempts.map((a: any) => [a.attempt, a.statusCode]),
+        [
+          [1, 500],
+          [2, 500],
+          [3, 500],
+          [4, 204],
+        ],
+      );
+      const twice = await eventually(
+        () => deliveries(ep.id),
+        (l: any) => l.items[0]?.status === 'succeeded' && l.items[0].attemptCount === 5,
+        'succeeded again',
+      );
+      assert.deepEqual(
+        twice.items[0].attempts.map((a: any) => [a.attempt, a.statusCode, a.error]),
+        [
+          [1, 500, 'HTTP 500'],
+          [2, 500, 'HTTP 500'],
+          [3, 500, 'HTTP 500'],
+          [4, 204, null],
+          [5, 204, null],
+        ],
+      );
+      assert.equal(on('manual').length, 5);
     });
   });
 }

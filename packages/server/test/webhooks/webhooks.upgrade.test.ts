@@ -14,15 +14,17 @@ const MIGRATIONS = { ...CORE_MIGRATIONS, ...AREA_MIGRATIONS };
 
 import { DATABASE_URL, uniqueName } from '../helpers.ts';
 
-const NEW = '0301_webhooks_scale_out';
+const NEW = ['0301_webhooks_scale_out', '0303_webhooks_key_leases'];
 
 /**
- * A database written by the previous release: every migration but the webhooks scale-out one
- * (including other areas' later-numbered ones), with an endpoint, an event, a pending and a
- * succeeded delivery and an attempt in it.
+ * A database written by the previous release: every migration but the webhooks scale-out ones
+ * (including other areas' later-numbered ones), with an endpoint, an event, a pending (leased)
+ * and a succeeded delivery and an attempt in it.
  */
 async function previousRelease(db: Kysely<any>, schema?: string) {
-  const { [NEW]: _, ...previous } = MIGRATIONS;
+  const previous = Object.fromEntries(
+    Object.entries(MIGRATIONS).filter(([name]) => !NEW.includes(name)),
+  );
   const migrator = new Migrator({
     db,
     provider: { getMigrations: async () => previous },
@@ -75,6 +77,9 @@ async function previousRelease(db: Kysely<any>, schema?: string) {
         status,
         attempt_count: status === 'succeeded' ? 1 : 0,
         next_attempt_at: status === 'pending' ? now : null,
+        // Per-row leases, dropped by the upgrade (the delivery is simply due again).
+        lease_until: status === 'pending' ? now : null,
+        lease_token: status === 'pending' ? 'node_old:1' : null,
         created_at: now,
         updated_at: now,
       })
@@ -100,10 +105,11 @@ async function checkUpgraded(store: Awaited<ReturnType<typeof openStore>>) {
     .selectFrom('kysely_migration' as any)
     .select('name' as any)
     .execute();
-  assert.ok(
-    applied.some((r: any) => r.name === NEW),
-    'the new migration ran',
-  );
+  for (const name of NEW)
+    assert.ok(
+      applied.some((r: any) => r.name === name),
+      `${name} ran`,
+    );
   assert.equal(applied.length, Object.keys(MIGRATIONS).length);
   const endpoint = await store.db
     .selectFrom('webhook_endpoints')
@@ -113,18 +119,23 @@ async function checkUpgraded(store: Awaited<ReturnType<typeof openStore>>) {
   assert.equal(endpoint.url, 'https://example.com/hook');
   const deliveries = await store.db
     .selectFrom('webhook_deliveries')
-    .select(['id', 'status'])
+    .selectAll()
     .orderBy('id')
     .execute();
-  assert.deepEqual(deliveries, [
-    { id: 'whd_0', status: 'succeeded' },
-    { id: 'whd_1', status: 'pending' },
-  ]);
+  assert.deepEqual(
+    deliveries.map((d) => [d.id, d.status, d.success_attempted_at]),
+    [
+      ['whd_0', 'succeeded', null],
+      ['whd_1', 'pending', null],
+    ],
+  );
+  assert.ok(!('lease_until' in deliveries[1]), 'per-row leases are gone');
+  assert.deepEqual(await store.db.selectFrom('webhook_key_leases').selectAll().execute(), []);
   const attempts = await store.db.selectFrom('webhook_attempts').select('id').execute();
   assert.deepEqual(attempts, [{ id: 'wha_1' }]);
 }
 
-describe('webhooks: the scale-out migration upgrades a previous release database', () => {
+describe('webhooks: the scale-out migrations upgrade a previous release database', () => {
   test('SQLite', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-wh-upgrade-'));
     const file = path.join(dir, 'svc.sqlite');

@@ -89,6 +89,8 @@ export interface MediaEngine {
 const VIDEOROOM = 'janus.plugin.videoroom';
 /** Janus core codes for an SDP it could not take (JSEP unknown type / invalid SDP / unexpected answer). */
 const SDP_CODES = new Set([464, 465, 466, 469, 470]);
+/** Janus core "unauthorized": a request without the right secret. */
+const JANUS_UNAUTHORIZED = 403;
 /** VideoRoom "room already exists" / "no such room". */
 const ROOM_EXISTS = 427;
 const NO_SUCH_ROOM = 426;
@@ -191,6 +193,7 @@ export class JanusEngine implements MediaEngine {
   }
 
   private async connectOnce() {
+    if (this.process) await this.checkOwnership(this.process);
     const socket = new JanusSocket(this.url);
     await socket.open();
     try {
@@ -204,7 +207,13 @@ export class JanusEngine implements MediaEngine {
       this.socket = socket;
       this.sessionId = sessionId;
       this.control = (attached.data as { id: number }).id;
+      if (this.closed) {
+        // close() ran while this connection was being set up: it must not outlive the engine.
+        await socket.request({ janus: 'destroy', session_id: sessionId }).catch(() => {});
+        throw new MediaEngineError('The media engine was closed.');
+      }
     } catch (err) {
+      this.socket = null;
       socket.close();
       throw err;
     }
@@ -223,6 +232,29 @@ export class JanusEngine implements MediaEngine {
     if (wasUp) {
       this.restarts += 1;
       this.onRestart();
+    }
+  }
+
+  /**
+   * Whether the Janus answering on the embedded ports is this server's own: its admin API knows
+   * the secret this server generated. Another process (a second server on the same ports, or a
+   * Janus left by something else) answers `unauthorized`, and this engine stays down, naming the
+   * ports, instead of putting its rooms on a Janus it does not supervise.
+   */
+  private async checkOwnership(proc: JanusProcess) {
+    const admin = new JanusSocket(proc.adminUrl, 'janus-admin-protocol', 5000);
+    await admin.open();
+    try {
+      await admin.request({ janus: 'get_status', admin_secret: proc.adminSecret });
+    } catch (err) {
+      if (err instanceof JanusError && err.janusCode === JANUS_UNAUTHORIZED) {
+        throw new MediaEngineError(
+          `the Janus at ${this.url} is not this server's embedded Janus (another process holds its ports; set SVC_JANUS_WS_PORT and SVC_JANUS_ADMIN_PORT): ${err.message}`,
+        );
+      }
+      throw err;
+    } finally {
+      admin.close();
     }
   }
 

@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { loadMediaConfig } from '../../src/media/config.ts';
+import { JanusEngine } from '../../src/media/engine.ts';
 import { JanusSocket } from '../../src/media/janus-client.ts';
 import { JanusProcess } from '../../src/media/janus-process.ts';
 
@@ -55,4 +56,29 @@ test('a Janus left running by a server that was killed is ended by the next star
   assert.notEqual(second.pid, orphan.pid);
   await second.stop();
   fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test("an embedded engine does not take another server's Janus on its ports for its own", {
+  skip: fs.existsSync('/usr/bin/janus') ? false : 'needs Janus',
+}, async () => {
+  const dirA = fs.mkdtempSync(path.join(os.tmpdir(), 'svcm-own-a-'));
+  const dirB = fs.mkdtempSync(path.join(os.tmpdir(), 'svcm-own-b-'));
+  const env = {
+    SVC_JANUS_WS_PORT: String(await freePort()),
+    SVC_JANUS_ADMIN_PORT: String(await freePort()),
+    SVC_MEDIA_RTP_PORTS: '40160-40210',
+    PATH: process.env.PATH,
+  };
+  const log = { info() {}, warn() {} };
+  const a = JanusEngine.embedded(loadMediaConfig(env, dirA), log);
+  await a.ready();
+  // A second server with the same ports: its own Janus cannot bind them, and the Janus that
+  // answers there is A's, which B must neither use nor keep a connection to.
+  const b = JanusEngine.embedded(loadMediaConfig(env, dirB), log);
+  await assert.rejects(b.ready(1500), /not this server's embedded Janus/);
+  assert.notEqual(b.health().state, 'up');
+  await b.close();
+  assert.equal(a.health().state, 'up', "A's Janus is untouched");
+  await a.close();
+  for (const dir of [dirA, dirB]) fs.rmSync(dir, { recursive: true, force: true });
 });

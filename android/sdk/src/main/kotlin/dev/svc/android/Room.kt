@@ -1,5 +1,6 @@
 package dev.svc.android
 
+import dev.svc.android.internal.ParticipantTable
 import dev.svc.android.internal.RoomSnapshot
 
 /**
@@ -15,8 +16,8 @@ public class Room internal constructor(snapshot: RoomSnapshot, private val trans
 
     @Volatile private var self: SvcParticipant = snapshot.self
 
-    /** By sid, in join order. */
-    private val byId = LinkedHashMap<String, SvcParticipant>()
+    /** By sid, in join order, packed (every client in a room holds a record per participant). */
+    private val byId = ParticipantTable()
 
     /** By trackId, in publish order. */
     private val trackById = LinkedHashMap<String, SvcTrackInfo>()
@@ -32,7 +33,7 @@ public class Room internal constructor(snapshot: RoomSnapshot, private val trans
     public val localParticipant: SvcParticipant get() = self
 
     /** Everyone in the room, this client included, in join order. */
-    public val participants: List<SvcParticipant> get() = synchronized(byId) { byId.values.toList() }
+    public val participants: List<SvcParticipant> get() = synchronized(byId) { byId.values().map { it.toParticipant() } }
 
     /** Everyone in the room except this client. */
     public val remoteParticipants: List<SvcParticipant> get() = participants.filter { it.sid != self.sid }
@@ -41,7 +42,7 @@ public class Room internal constructor(snapshot: RoomSnapshot, private val trans
     public val tracks: List<SvcTrackInfo> get() = synchronized(byId) { trackById.values.toList() }
 
     /** The participant with this session id, or null. */
-    public fun getParticipant(sid: String): SvcParticipant? = synchronized(byId) { byId[sid] }
+    public fun getParticipant(sid: String): SvcParticipant? = synchronized(byId) { byId[sid] }?.toParticipant()
 
     /**
      * Sends a message to everyone in the room over the signaling connection (this client receives it too,
@@ -62,28 +63,29 @@ public class Room internal constructor(snapshot: RoomSnapshot, private val trans
 
     /** Replaces the whole state; returns who appeared and who disappeared (by sid). */
     internal fun applySnapshot(snapshot: RoomSnapshot): Pair<List<SvcParticipant>, List<SvcParticipant>> = synchronized(byId) {
-        val before = LinkedHashMap(byId)
+        val before = byId.values().map { it.toParticipant() }
+        val beforeSids = before.mapTo(HashSet()) { it.sid }
         currentInfo = snapshot.room
         self = snapshot.self
         byId.clear()
-        snapshot.participants.forEach { byId[it.sid] = it }
-        byId.putIfAbsent(snapshot.self.sid, snapshot.self)
+        snapshot.participants.forEach { byId.put(it) }
+        if (snapshot.self.sid !in byId) byId.put(snapshot.self)
         trackById.clear()
         snapshot.media.tracks.forEach { trackById[it.trackId] = it }
-        val joined = snapshot.participants.filter { it.sid !in before && it.sid != snapshot.self.sid }
-        val left = before.values.filter { it.sid !in byId && it.userId != snapshot.self.userId }
+        val joined = snapshot.participants.filter { it.sid !in beforeSids && it.sid != snapshot.self.sid }
+        val left = before.filter { it.sid !in byId && it.userId != snapshot.self.userId }
         joined to left
     }
 
     /** Adds or replaces a participant; true if it is new. */
     internal fun upsert(participant: SvcParticipant): Boolean = synchronized(byId) {
         val isNew = participant.sid !in byId
-        byId[participant.sid] = participant
+        byId.put(participant)
         if (participant.sid == self.sid) self = participant
         isNew
     }
 
-    internal fun remove(sid: String): SvcParticipant? = synchronized(byId) { byId.remove(sid) }
+    internal fun remove(sid: String): SvcParticipant? = synchronized(byId) { byId.remove(sid) }?.toParticipant()
 
     internal fun putTrack(track: SvcTrackInfo): Unit = synchronized(byId) { trackById[track.trackId] = track }
 

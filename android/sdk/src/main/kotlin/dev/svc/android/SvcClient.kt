@@ -36,6 +36,7 @@ import dev.svc.android.internal.SignalChannel
 import dev.svc.android.internal.UpdateMetadataData
 import dev.svc.android.internal.WireJson
 import java.time.Instant
+import kotlin.coroutines.EmptyCoroutineContext
 import kotlin.random.Random
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.CompletableDeferred
@@ -85,7 +86,7 @@ import okhttp3.OkHttpClient
  *
  * Threading (internal): the client's state (the current run, room, controller mirror, media session) is
  * guarded by one lock. Incoming frames are parsed and applied on OkHttp's reader thread of the socket,
- * holding the lock, in the socket's order; only the app's handlers go to the main thread (one launch per
+ * holding the lock, in the socket's order; only the app's handlers go to the main thread (one task per
  * event on a FIFO dispatcher, so in the same order). Longer work (connect, reconnection, media
  * negotiation) runs on a serial dispatcher whose every task holds the same lock, so each stretch between
  * two suspension points is atomic with respect to frames. Requests (messages, controller calls) do not
@@ -151,11 +152,10 @@ public class SvcClient internal constructor(
     @OptIn(ExperimentalCoroutinesApi::class)
     private val serial = LockedDispatcher(lock, Dispatchers.Default.limitedParallelism(1))
     private val scope = CoroutineScope(SupervisorJob() + serial)
-    private val callbacks = CoroutineScope(SupervisorJob() + platform.callbackDispatcher)
 
     /** The mirror of the current room's controller state ([controller]). */
     internal val mirror = ControllerMirror(
-        deliver = { block -> callbacks.launch { runHandler(block) } },
+        deliver = { block -> onCallbackThread(block) },
         switchRoom = { target, fallback ->
             scope.launch {
                 try {
@@ -792,7 +792,7 @@ public class SvcClient internal constructor(
 
     private fun transportOf(r: Run) = object : Room.RoomTransport {
         override suspend fun sendMessage(message: String): Long =
-            seqOf(request(r, "message.send", WireJson.encodeToJsonElement(MessageSendData.serializer(), MessageSendData(message))))
+            seqOf(request(r, "message.send", MessageSendData.serializer(), MessageSendData(message)))
 
         override suspend fun updateMetadata(metadata: String): Long = seqOf(
             request(
@@ -807,10 +807,12 @@ public class SvcClient internal constructor(
      * A request on [r]'s channel, from any dispatcher, without taking [lock] (a main-thread caller must not
      * wait for media work that holds it): the channel checks that it is open and sends under its own lock.
      */
-    private suspend fun request(r: Run, type: String, data: JsonElement): JsonObject {
+    private suspend fun request(r: Run, type: String, data: JsonElement): JsonObject = request(r, type, JsonElement.serializer(), data)
+
+    private suspend fun <T> request(r: Run, type: String, serializer: KSerializer<T>, data: T): JsonObject {
         val channel = r.channel
         if (channel == null || r.ended) throw notConnected()
-        return channel.request(type, data, ::notConnected)
+        return channel.request(type, serializer, data, ::notConnected)
     }
 
     /** A controller request on the current room's connection. */
@@ -844,15 +846,23 @@ public class SvcClient internal constructor(
 
     private fun dispatch(event: SvcEvent) {
         mutableEvents.tryEmit(event)
-        callbacks.launch { runHandler { deliver(event) } }
+        onCallbackThread { deliver(event) }
+    }
+
+    /**
+     * Runs [block] on the callback dispatcher, after everything queued before it: a plain task on the FIFO
+     * dispatcher (a coroutine per event would add a Job, its registration and its completion to each).
+     */
+    private fun onCallbackThread(block: () -> Unit) {
+        platform.callbackDispatcher.dispatch(EmptyCoroutineContext, Runnable { runHandler(block) })
     }
 
     /** Runs an app handler; one that throws goes to the thread's uncaught-exception handler, not to the client. */
     private fun runHandler(block: () -> Unit) {
         try {
             block()
-        } catch (e: CancellationException) {
-            throw e
+        } catch (_: CancellationException) {
+            // A handler that cancels (a coroutine idiom) ends only itself.
         } catch (
             @Suppress("TooGenericExceptionCaught") e: Exception,
         ) {

@@ -47,6 +47,15 @@ internal data class ClientFrame(val id: String, val type: String, val data: Json
     }
 }
 
+/** [ClientFrame] with data of a known type, encoded in one pass. */
+@Serializable
+internal class TypedClientFrame<T>(val id: String, val type: String, val data: T) {
+    init {
+        require(id.length in 1..MAX_REQUEST_ID) { "id: 1-64 characters" }
+        require(type.length in 1..MAX_TYPE) { "type: 1-80 characters" }
+    }
+}
+
 /** `session.resume` data. */
 @Serializable
 internal data class SessionResumeData(val sessionId: String, val resumeToken: String, val lastSeq: Long) {
@@ -262,11 +271,23 @@ private fun serializerOf(type: String): KSerializer<out ServerFrame>? = when {
 
 /** Reads one server frame; throws [SerializationException] (or IllegalArgumentException) when it is not the protocol. */
 internal fun decodeServerFrame(text: String): ServerFrame {
+    // The server writes `type` first: then the frame decodes in one pass, straight from its text.
+    leadingType(text)?.let(::serializerOf)?.let { return WireJson.decodeFromString(it, text) }
     val obj = WireJson.parseToJsonElement(text).jsonObject
     val type = (obj["type"] as? JsonPrimitive)?.takeIf { it.isString }?.content
         ?: throw SerializationException("a server frame needs a string 'type'")
     val serializer = serializerOf(type) ?: return UnknownFrame(type, obj)
     return WireJson.decodeFromJsonElement(serializer, obj)
+}
+
+private const val TYPE_PREFIX = "{\"type\":\""
+
+/** The `type` of a frame that starts with it as a plain string (`{"type":"…"`), else null. */
+private fun leadingType(text: String): String? {
+    if (!text.startsWith(TYPE_PREFIX)) return null
+    val end = text.indexOf('"', TYPE_PREFIX.length)
+    if (end < 0 || (TYPE_PREFIX.length until end).any { text[it] == '\\' }) return null
+    return text.substring(TYPE_PREFIX.length, end)
 }
 
 /** Writes a server frame back (the conformance tests prove decode → encode gives the same JSON). */

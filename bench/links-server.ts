@@ -37,6 +37,9 @@ if (mode === 'bare') {
     DATA_DIR: dataDir,
     LOG_LEVEL: 'warn',
     SVC_BOOTSTRAP: 'false',
+    // No media engine: the servers of a run would each start a Janus on the same ports, and
+    // their restarts would take CPU from the redirects being measured.
+    SVC_MEDIA: 'off',
     SVC_PUBLIC_URL: 'http://127.0.0.1:8080',
     SVC_REDIS_PREFIX: `bench:${randomBytes(4).toString('hex')}:`,
   });

@@ -18,6 +18,7 @@ import { lazyChildLoggerFactory, loggerOptions } from './http/logging.ts';
 import { Metrics } from './http/metrics.ts';
 import { installOpenApi } from './http/openapi.ts';
 import { installErrorHandling, sendProblem } from './http/problem.ts';
+import { proxyTrust } from './http/proxy-trust.ts';
 import { linksPlugin } from './links/plugin.ts';
 import type { MediaService } from './media/service.ts';
 import type { Platform } from './platform.ts';
@@ -141,7 +142,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   const logger = loggerOptions(config.logLevel);
   const app = Fastify({
     logger: options.logStream ? { ...logger, stream: options.logStream } : logger,
-    trustProxy: config.trustProxy.length > 0 ? config.trustProxy : false,
+    trustProxy: config.trustProxy.length > 0 ? proxyTrust(config.trustProxy) : false,
     bodyLimit: config.bodyLimitBytes,
     // Unknown fields are refused (schemas say additionalProperties: false), never silently dropped.
     ajv: {

@@ -216,6 +216,15 @@ function unavailable(dependency: Dependency, err: unknown) {
   );
 }
 
+/**
+ * A statement whose text starts with `/* prepared <name> *\/` is sent to PostgreSQL as a named
+ * prepared statement: parsed once per connection instead of on every execution (pg keeps the
+ * names per connection). For hot statements of fixed text whose result's columns cannot change
+ * with the schema (no `*` in what they return); the name must be unique to the text. SQLite
+ * prepares every statement once per text anyway (see {@link cachingStatements}).
+ */
+export const PREPARED = /^\/\* prepared (\w+) \*\//;
+
 /** How often a node that saw PostgreSQL down asks it again. */
 const PROBE_INTERVAL_MS = 500;
 
@@ -307,6 +316,7 @@ class GuardedPool {
         const config: pg.QueryConfig & { query_timeout?: number } = {
           text,
           values: values as unknown[],
+          name: PREPARED.exec(text)?.[1],
         };
         if (timeoutMs > 0) config.query_timeout = timeoutMs;
         return client.query(config).then(

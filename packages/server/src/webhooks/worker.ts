@@ -406,7 +406,10 @@ export class DeliveryWorker {
     const capsTable = postgres
       ? sql`unnest(${Object.keys(caps)}::text[], ${Object.values(caps)}::int[]) as caps(endpoint_id, free)`
       : sql`(select key as endpoint_id, value as free from json_each(${JSON.stringify(caps)})) caps`;
-    const { rows: leased } = await sql<{ endpoint_id: string; lease_key: string }>`
+    // Named on PostgreSQL (prepared once per connection): the claim is a hot statement.
+    const { rows: leased } = await sql<{ endpoint_id: string; lease_key: string }>`${
+      postgres ? sql.raw('/* prepared webhook_claim_keys */') : sql``
+    }
       with heads as (
         select h.endpoint_id, coalesce(h.ordering_key, h.id) as lease_key, h.next_attempt_at,
           h.event_seq
@@ -854,10 +857,10 @@ export class DeliveryWorker {
     );
     if (store.dialect === 'postgres') {
       // One statement for the attempts, the deliveries and the leases (one round trip, one
-      // commit for the batch). Only the lease holder writes: each key's lease row (once per
+      // commit for the batch), prepared once per connection. Only the lease holder writes: each key's lease row (once per
       // batch) is deleted when its chain ended, else locked, its token checked on its latest
       // version; if the lease was lost, another node owns the key.
-      const statement = sql`
+      const statement = sql`/* prepared webhook_outcomes */
         with sync as (select set_config('synchronous_commit', 'off', true) as off),
         a as (
           insert into webhook_attempts (id, delivery_id, attempt, attempted_at, status_code,

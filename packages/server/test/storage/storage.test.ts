@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import pg from 'pg';
 import { AREA_MIGRATIONS } from '../../src/areas.ts';
 import { openStore } from '../../src/storage/db.ts';
@@ -84,6 +85,31 @@ for (const dialect of DIALECTS) {
         // Deleting the project removes its keys.
         await db.deleteFrom('projects').where('id', '=', 'prj_1').execute();
         assert.equal((await db.selectFrom('api_keys').selectAll().execute()).length, 0);
+      } finally {
+        await fresh.drop();
+      }
+    });
+
+    test('a statement marked `prepared` gives the same answers, prepared once per connection on PostgreSQL', async () => {
+      const fresh = await freshStore(dialect);
+      try {
+        await fresh.store.db.transaction().execute(async (trx) => {
+          // One connection: the second run reuses the statement its first run prepared.
+          for (const n of [1, 2]) {
+            const { rows } = await sql<{
+              n: number;
+            }>`/* prepared storage_test_statement */ select ${n} + 1 as n`.execute(trx);
+            assert.equal(Number(rows[0].n), n + 1);
+          }
+          if (dialect === 'postgres') {
+            const { rows } = await sql<{ name: string }>`
+              select name from pg_prepared_statements`.execute(trx);
+            assert.deepEqual(
+              rows.map((r) => r.name),
+              ['storage_test_statement'],
+            );
+          }
+        });
       } finally {
         await fresh.drop();
       }

@@ -25,6 +25,13 @@ import { loadConfig } from '../packages/server/src/areas.ts';
 import { fmt, ROOT } from './lib.ts';
 
 const EVENTS = Number(process.env.BENCH_WEBHOOK_EVENTS) || 3000;
+/**
+ * Requests before the measured ones, on both sides: the baseline's client sends them untimed, and
+ * a case's nodes deliver them before its span starts. A fresh process runs its first few thousand
+ * requests partly interpreted (a bare client pays 3–5 times its warm CPU per request over its
+ * first 3,000), and a node serves for much longer than that, so both are measured warm.
+ */
+const WARMUP = Number(process.env.BENCH_WEBHOOK_WARMUP ?? 3000);
 const ROUNDS = Number(process.env.BENCH_WEBHOOK_ROUNDS) || 3;
 const ROOMS = 50;
 const CONCURRENCY = 16;
@@ -50,6 +57,8 @@ class CountingReceiver {
   firstAt = 0;
   lastAt = 0;
   onFirst: (() => void) | null = null;
+  /** Called once when `count` reaches `at`. */
+  onCount: { at: number; fn: () => void } | null = null;
   private target = Number.POSITIVE_INFINITY;
   private done: (() => void) | null = null;
   readonly server = http.createServer((req, res) => {
@@ -61,6 +70,11 @@ class CountingReceiver {
       if (this.firstAt === 0) {
         this.firstAt = this.lastAt;
         this.onFirst?.();
+      }
+      if (this.onCount && this.count >= this.onCount.at) {
+        const { fn } = this.onCount;
+        this.onCount = null;
+        fn();
       }
       if (this.count >= this.target) this.done?.();
     });
@@ -140,11 +154,11 @@ const body = JSON.stringify({
 /** Plain keep-alive POSTs, CONCURRENCY at a time: the ceiling for the HTTP path alone. */
 async function baseline(url: string, receiver: CountingReceiver) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
-  const started = performance.now();
-  const before = receiver.count;
+  let started = performance.now();
   let sent = 0;
+  let target = WARMUP;
   const worker = async () => {
-    while (sent < EVENTS && performance.now() - started < CASE_LIMIT_MS) {
+    while (sent < target && performance.now() - started < CASE_LIMIT_MS) {
       sent++;
       await new Promise<void>((resolve, reject) => {
         const req = http.request(
@@ -160,6 +174,11 @@ async function baseline(url: string, receiver: CountingReceiver) {
       });
     }
   };
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+  sent = 0;
+  target = EVENTS;
+  started = performance.now();
+  const before = receiver.count;
   await Promise.all(Array.from({ length: CONCURRENCY }, worker));
   agent.destroy();
   return ((receiver.count - before) / (performance.now() - started)) * 1000;
@@ -217,7 +236,7 @@ function postgresStore(databaseUrl: string): Store {
 }
 
 /**
- * Fills the outbox with EVENTS events (ROOMS rooms) through svc.events on a node whose worker is
+ * Fills the outbox with WARMUP + EVENTS events (ROOMS rooms) through svc.events on a node whose worker is
  * off, in batches of ENQUEUE_BATCH (svc.events.emitMany), after SINGLE_EMITS sequential single
  * emits to a second project (their rate is reported too; their deliveries are not drained).
  */
@@ -256,9 +275,10 @@ async function fill(env: Record<string, string>, urls: string[]) {
     const project = await app.svc.projects.create({ name: 'bench', webhooksEnabled: true });
     for (const url of urls) await app.svc.webhooks!.endpoints.create(project.id, { url });
     started = performance.now();
-    for (let from = 0; from < EVENTS; from += ENQUEUE_BATCH) {
+    const total = WARMUP + EVENTS;
+    for (let from = 0; from < total; from += ENQUEUE_BATCH) {
       const batch = [];
-      for (let n = from; n < Math.min(EVENTS, from + ENQUEUE_BATCH); n++) {
+      for (let n = from; n < Math.min(total, from + ENQUEUE_BATCH); n++) {
         batch.push({
           projectId: project.id,
           type: 'participant.joined',
@@ -269,7 +289,7 @@ async function fill(env: Record<string, string>, urls: string[]) {
       }
       await app.svc.events.emitMany(batch);
     }
-    const batchedPerSecond = (EVENTS / (performance.now() - started)) * 1000;
+    const batchedPerSecond = (total / (performance.now() - started)) * 1000;
     return { singlePerSecond, batchedPerSecond };
   } finally {
     await app.close();
@@ -349,19 +369,23 @@ async function runCase(
       started.reduce((sum, n) => sum + n.cpu(), 0),
       await store.cpu(),
     ];
-    // The measured span starts at the first delivery once every node is up (a node's start-up
-    // CPU is not a delivery's): at the first delivery, or when the last node is up if the first
-    // one started delivering before.
+    // The measured span starts after the WARMUP-th delivery once every node is up (a node's
+    // start-up and warm-up CPU is not a delivery's): at that delivery, or when the last node is
+    // up if the warm-up was over before.
     let mark: { count: number; at: number; cpu: Promise<[number, number]> } | null = null;
     const take = () => ({ count: receiver.count, at: performance.now(), cpu: cpus() });
-    const arrived = receiver.expect(EVENTS, () => {
-      if (started.length === nodes) mark = take();
-    });
+    const arrived = receiver.expect(WARMUP + EVENTS);
+    receiver.onCount = {
+      at: before + WARMUP,
+      fn: () => {
+        if (started.length === nodes) mark = take();
+      },
+    };
     await store.cpu();
     started.push(
       ...(await Promise.all(Array.from({ length: nodes }, () => startNode(store.env, root)))),
     );
-    if (!mark && receiver.firstAt) mark = take();
+    if (!mark && receiver.count - before >= Math.max(1, WARMUP)) mark = take();
     try {
       await arrived;
       const [serverEnd, storeEnd] = await cpus();
@@ -458,7 +482,7 @@ export async function run(): Promise<string> {
   };
   for (const c of cases) {
     const rs = results.get(c.name)!;
-    const short = rs.filter((r) => r.delivered < EVENTS).length;
+    const short = rs.filter((r) => r.delivered < WARMUP + EVENTS).length;
     rows.push(
       `| ${c.name} | ${spread(rs.map((r) => r.enqueueSingle))} | ${spread(rs.map((r) => r.enqueueBatched))} | ${spread(rs.map((r) => r.deliveriesPerSecond))}${short ? ` (${short} round(s) cut at 20 s)` : ''} | **${spread(ratio(c.name), 2)}** | ${spread(rs.map((r) => r.serverCpuUs))} | ${c.name.includes('SQLite') ? '—' : spread(rs.map((r) => r.storeCpuUs))} |`,
     );
@@ -488,7 +512,7 @@ export async function run(): Promise<string> {
   return [
     '### Webhooks: deliveries per second to a local receiver answering 200',
     '',
-    `Each case fills a fresh outbox with ${fmt(EVENTS)} events over ${ROOMS} rooms (ordering keys) from a node whose worker is off, in batches of ${ENQUEUE_BATCH} (\`svc.events.emitMany\`, "batched enqueue/s"; before them ${SINGLE_EMITS} sequential \`svc.events.emit\` calls, each awaited, "single enqueue/s"); then worker node(s), child processes, drain it: at most ${CONCURRENCY} attempts in flight per endpoint (${2 * CONCURRENCY} per node), each signed and recorded. Baseline: plain keep-alive POSTs of the same body with the same concurrency from the bench process. Each drain is timed from its first delivery to the healthy receiver once every node is up (start-up excluded) to its last, and cut at 20 s after the first. CPU per delivery over the same span: the server processes' (/proc), and PostgreSQL's (the bench's backends, named by application_name, plus the WAL writer, which other tenants share). ${ROUNDS} rounds, the cases taking turns; median (min–max).`,
+    `Each case fills a fresh outbox with ${fmt(WARMUP + EVENTS)} events over ${ROOMS} rooms (ordering keys) from a node whose worker is off, in batches of ${ENQUEUE_BATCH} (\`svc.events.emitMany\`, "batched enqueue/s"; before them ${SINGLE_EMITS} sequential \`svc.events.emit\` calls, each awaited, "single enqueue/s"); then worker node(s), child processes, drain it: at most ${CONCURRENCY} attempts in flight per endpoint (${2 * CONCURRENCY} per node), each signed and recorded. Baseline: plain keep-alive POSTs of the same body with the same concurrency from the bench process. Both sides are measured warm: the baseline's client sends ${fmt(WARMUP)} requests before its timed ${fmt(EVENTS)}, and each drain is timed from the healthy receiver's ${fmt(WARMUP)}-th delivery once every node is up (start-up and warm-up excluded) to its last (${fmt(EVENTS)} deliveries), cut at 20 s after the first. CPU per delivery over the same span: the server processes' (/proc), and PostgreSQL's (the bench's backends, named by application_name, plus the WAL writer, which other tenants share). ${ROUNDS} rounds, the cases taking turns; median (min–max).`,
     '',
     '| case | single enqueue/s | batched enqueue/s | deliveries/s | vs baseline | server CPU µs/delivery | PostgreSQL CPU µs/delivery |',
     '|---|---|---|---|---|---|---|',

@@ -64,55 +64,63 @@ class MediaTest {
     private suspend fun sum(engine: JvmMediaEngine, type: String, key: String): Long =
         engine.stats().filter { it.type.name == type }.sumOf { (it.attributes[key] as? Number)?.toLong() ?: 0L }
 
-    @Test
-    fun `two clients hear each other through the server and Janus`() = runBlocking {
-        val name = uniqueRoom("media")
+    /** Alice and Bob in one new room, each with her or his JVM media engine, both connected. */
+    private class Duo(val alice: TestClient, val bob: TestClient, val aliceEngine: JvmMediaEngine, val bobEngine: JvmMediaEngine)
+
+    /** Runs [body] with a new [Duo]. */
+    private fun inPair(prefix: String, body: suspend Duo.() -> Unit) = runBlocking {
+        val name = uniqueRoom(prefix)
         val aliceEngine = JvmMediaEngine()
         val bobEngine = JvmMediaEngine()
         TestClient(server, media = { aliceEngine }).use { alice ->
             TestClient(server, media = { bobEngine }).use { bob ->
                 alice.client.connect(roomOptions(name, "alice"))
                 bob.client.connect(roomOptions(name, "bob"))
-                alice.client.enableMicrophone()
-                bob.client.enableMicrophone()
-
-                for ((me, other) in listOf(alice to "bob", bob to "alice")) {
-                    me.waitUntil(description = "$other's microphone started") { e ->
-                        e.any { it is Seen.MediaStarted && it.track.userId == other }
-                    }
-                    val track = me.of<Seen.MediaStarted>().first { it.track.userId == other }.track
-                    assertEquals(SvcTrackKind.AUDIO, track.kind)
-                    assertEquals(SvcTrackSource.MICROPHONE, track.source)
-                    // auto-subscribe delivers the remote track
-                    withTimeout(20_000) { while (me.client.remoteMediaTrack(track.trackId) == null) delay(50) }
-                    assertTrue(me.client.remoteMediaTrack(track.trackId) is AudioTrack)
-                }
-                // RTP flows through Janus both ways and is decoded: 50 packets = 1 s of 20 ms Opus frames.
-                for ((who, engine) in listOf("alice" to aliceEngine, "bob" to bobEngine)) {
-                    withTimeout(30_000) {
-                        while (inbound(engine, "packetsReceived") < 50) delay(200)
-                    }
-                    assertTrue(inbound(engine, "bytesReceived") > 0, "$who received audio bytes")
-                    assertTrue(outbound(engine, "packetsSent") >= 50, "$who sent audio")
-                    println(
-                        "media: $who received ${inbound(
-                            engine,
-                            "packetsReceived",
-                        )} packets, ${inbound(engine, "totalSamplesReceived")} samples decoded",
-                    )
-                }
-
-                assertEquals(2, alice.client.room!!.tracks.size)
-                alice.client.disableMicrophone()
-                bob.waitUntil(description = "alice's microphone stopped") { e ->
-                    e.any {
-                        it is Seen.MediaStopped &&
-                            it.track.userId == "alice"
-                    }
-                }
-                assertEquals(listOf("bob"), bob.client.room!!.tracks.map { it.userId })
+                Duo(alice, bob, aliceEngine, bobEngine).body()
             }
         }
+    }
+
+    @Test
+    fun `two clients hear each other through the server and Janus`() = inPair("media") {
+        alice.client.enableMicrophone()
+        bob.client.enableMicrophone()
+
+        for ((me, other) in listOf(alice to "bob", bob to "alice")) {
+            me.waitUntil(description = "$other's microphone started") { e ->
+                e.any { it is Seen.MediaStarted && it.track.userId == other }
+            }
+            val track = me.of<Seen.MediaStarted>().first { it.track.userId == other }.track
+            assertEquals(SvcTrackKind.AUDIO, track.kind)
+            assertEquals(SvcTrackSource.MICROPHONE, track.source)
+            // auto-subscribe delivers the remote track
+            withTimeout(20_000) { while (me.client.remoteMediaTrack(track.trackId) == null) delay(50) }
+            assertTrue(me.client.remoteMediaTrack(track.trackId) is AudioTrack)
+        }
+        // RTP flows through Janus both ways and is decoded: 50 packets = 1 s of 20 ms Opus frames.
+        for ((who, engine) in listOf("alice" to aliceEngine, "bob" to bobEngine)) {
+            withTimeout(30_000) {
+                while (inbound(engine, "packetsReceived") < 50) delay(200)
+            }
+            assertTrue(inbound(engine, "bytesReceived") > 0, "$who received audio bytes")
+            assertTrue(outbound(engine, "packetsSent") >= 50, "$who sent audio")
+            println(
+                "media: $who received ${inbound(
+                    engine,
+                    "packetsReceived",
+                )} packets, ${inbound(engine, "totalSamplesReceived")} samples decoded",
+            )
+        }
+
+        assertEquals(2, alice.client.room!!.tracks.size)
+        alice.client.disableMicrophone()
+        bob.waitUntil(description = "alice's microphone stopped") { e ->
+            e.any {
+                it is Seen.MediaStopped &&
+                    it.track.userId == "alice"
+            }
+        }
+        assertEquals(listOf("bob"), bob.client.room!!.tracks.map { it.userId })
     }
 
     @Test
@@ -149,42 +157,33 @@ class MediaTest {
     }
 
     @Test
-    fun `a camera published through Janus is received and decoded by the other client`() = runBlocking {
-        val name = uniqueRoom("video")
-        val aliceEngine = JvmMediaEngine()
-        val bobEngine = JvmMediaEngine()
-        TestClient(server, media = { aliceEngine }).use { alice ->
-            TestClient(server, media = { bobEngine }).use { bob ->
-                alice.client.connect(roomOptions(name, "alice"))
-                bob.client.connect(roomOptions(name, "bob"))
-                alice.client.enableCamera()
-                bob.waitUntil(description = "alice's camera started") { e ->
-                    e.any { it is Seen.MediaStarted && it.track.userId == "alice" }
-                }
-                val track = bob.of<Seen.MediaStarted>().first { it.track.userId == "alice" }.track
-                assertEquals(SvcTrackKind.VIDEO, track.kind)
-                assertEquals(SvcTrackSource.CAMERA, track.source)
-                withTimeout(20_000) { while (bob.client.remoteMediaTrack(track.trackId) == null) delay(50) }
-                val video = bob.client.remoteMediaTrack(track.trackId) as VideoTrack
-                // Frames reach bob's sink decoded, at the size alice's source generates.
-                val sizes = java.util.concurrent.ConcurrentLinkedQueue<Pair<Int, Int>>()
-                val sink = VideoTrackSink { frame -> sizes += frame.buffer.width to frame.buffer.height }
-                video.addSink(sink)
-                try {
-                    withTimeout(30_000) { while (sizes.size < 30) delay(100) }
-                } finally {
-                    video.removeSink(sink)
-                }
-                assertTrue(sizes.any { it == JvmMediaEngine.VIDEO_WIDTH to JvmMediaEngine.VIDEO_HEIGHT }, "frame sizes ${sizes.toSet()}")
-                assertTrue(inbound(bobEngine, "framesDecoded") >= 30, "bob decoded alice's video")
-                assertTrue(outbound(aliceEngine, "framesEncoded") >= 30, "alice encoded her camera")
-                println("media: bob decoded ${inbound(bobEngine, "framesDecoded")} video frames, sizes ${sizes.toSet()}")
+    fun `a camera published through Janus is received and decoded by the other client`() = inPair("video") {
+        alice.client.enableCamera()
+        bob.waitUntil(description = "alice's camera started") { e ->
+            e.any { it is Seen.MediaStarted && it.track.userId == "alice" }
+        }
+        val track = bob.of<Seen.MediaStarted>().first { it.track.userId == "alice" }.track
+        assertEquals(SvcTrackKind.VIDEO, track.kind)
+        assertEquals(SvcTrackSource.CAMERA, track.source)
+        withTimeout(20_000) { while (bob.client.remoteMediaTrack(track.trackId) == null) delay(50) }
+        val video = bob.client.remoteMediaTrack(track.trackId) as VideoTrack
+        // Frames reach bob's sink decoded, at the size alice's source generates.
+        val sizes = java.util.concurrent.ConcurrentLinkedQueue<Pair<Int, Int>>()
+        val sink = VideoTrackSink { frame -> sizes += frame.buffer.width to frame.buffer.height }
+        video.addSink(sink)
+        try {
+            withTimeout(30_000) { while (sizes.size < 30) delay(100) }
+        } finally {
+            video.removeSink(sink)
+        }
+        assertTrue(sizes.any { it == JvmMediaEngine.VIDEO_WIDTH to JvmMediaEngine.VIDEO_HEIGHT }, "frame sizes ${sizes.toSet()}")
+        assertTrue(inbound(bobEngine, "framesDecoded") >= 30, "bob decoded alice's video")
+        assertTrue(outbound(aliceEngine, "framesEncoded") >= 30, "alice encoded her camera")
+        println("media: bob decoded ${inbound(bobEngine, "framesDecoded")} video frames, sizes ${sizes.toSet()}")
 
-                alice.client.disableCamera()
-                bob.waitUntil(description = "alice's camera stopped") { e ->
-                    e.any { it is Seen.MediaStopped && it.track.userId == "alice" }
-                }
-            }
+        alice.client.disableCamera()
+        bob.waitUntil(description = "alice's camera stopped") { e ->
+            e.any { it is Seen.MediaStopped && it.track.userId == "alice" }
         }
     }
 

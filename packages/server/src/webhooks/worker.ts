@@ -857,9 +857,9 @@ export class DeliveryWorker {
     );
     if (store.dialect === 'postgres') {
       // One statement for the attempts, the deliveries and the leases (one round trip, one
-      // commit for the batch), prepared once per connection. Only the lease holder writes: each key's lease row (once per
-      // batch) is deleted when its chain ended, else locked, its token checked on its latest
-      // version; if the lease was lost, another node owns the key.
+      // commit for the batch), prepared once per connection. Only the lease holder writes:
+      // each key's lease row (once per batch) is deleted when its chain ended, else locked, its
+      // token checked on its latest version; if the lease was lost, another node owns the key.
       const statement = sql`/* prepared webhook_outcomes */
         with sync as (select set_config('synchronous_commit', 'off', true) as off),
         a as (

@@ -91,8 +91,9 @@ function validationErrors(error: FastifyError): ProblemFieldError[] {
 
 /**
  * Maps every error Fastify or a handler raises to problem+json; internals never leak. A
- * dependency outage ({@link unavailableDependency}) is 503 `service_unavailable` with
- * `Retry-After`; anything else unexpected is 500 `internal_error`.
+ * dependency outage ({@link unavailableDependency}) or a transaction PostgreSQL aborted for a
+ * concurrent one (deadlock, serialization) is 503 `service_unavailable` with `Retry-After`;
+ * anything else unexpected is 500 `internal_error`.
  */
 export function installErrorHandling(app: FastifyInstance) {
   app.setErrorHandler(
@@ -144,6 +145,18 @@ export function installErrorHandling(app: FastifyInstance) {
           reply,
           'service_unavailable',
           `The ${dependency} is unavailable; retry after the indicated delay.`,
+          { retryAfter: RETRY_AFTER_SECONDS },
+          { 'Retry-After': String(RETRY_AFTER_SECONDS) },
+        );
+      }
+      // PostgreSQL broke a deadlock or a serialization conflict by aborting this request's
+      // transaction: nothing was written, and the same request again is expected to succeed.
+      if (error.code === '40P01' || error.code === '40001') {
+        request.log.warn({ err: error }, 'transaction aborted by a concurrent one');
+        return sendProblem(
+          reply,
+          'service_unavailable',
+          'The request conflicted with a concurrent change; retry after the indicated delay.',
           { retryAfter: RETRY_AFTER_SECONDS },
           { 'Retry-After': String(RETRY_AFTER_SECONDS) },
         );

@@ -212,10 +212,18 @@ export class WebhookEndpoints {
     return this.get(projectId, id);
   }
 
-  /** Deletes the endpoint with its pending and past deliveries. */
+  /**
+   * Deletes the endpoint with its pending and past deliveries and its keys' leases. Rows are
+   * taken in the order a chain's outcome write takes them (lease, delivery, endpoint), so the
+   * two wait for each other instead of deadlocking.
+   */
   async delete(projectId: string, id: string): Promise<void> {
     await this.row(projectId, id);
-    await this.deps.store.db.deleteFrom('webhook_endpoints').where('id', '=', id).execute();
+    await this.deps.store.db.transaction().execute(async (trx) => {
+      await trx.deleteFrom('webhook_key_leases').where('endpoint_id', '=', id).execute();
+      await trx.deleteFrom('webhook_deliveries').where('endpoint_id', '=', id).execute();
+      await trx.deleteFrom('webhook_endpoints').where('id', '=', id).execute();
+    });
   }
 
   /**

@@ -150,12 +150,13 @@ export const webhooksMigrations: Record<string, Migration> = {
       const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
       // One lease per chain: a node attempting an (endpoint, ordering key) holds its row here;
       // the deliveries themselves are read, not written, by a claim. `lease_key` is the ordering
-      // key, or the delivery's id for a delivery without one.
+      // key, or the delivery's id for a delivery without one. No foreign key to the endpoint:
+      // a lease is coordination, not data. A claim racing an endpoint's delete then leases a
+      // key with nothing left to send (given back at once), and the delete takes no lock that
+      // a chain's outcome write holds; leases left behind expire and are pruned.
       await db.schema
         .createTable('webhook_key_leases')
-        .addColumn('endpoint_id', 'text', (c) =>
-          c.notNull().references('webhook_endpoints.id').onDelete('cascade'),
-        )
+        .addColumn('endpoint_id', 'text', (c) => c.notNull())
         .addColumn('lease_key', 'text', (c) => c.notNull())
         .addColumn('lease_until', 'text', (c) => c.notNull())
         .addColumn('lease_token', 'text', (c) => c.notNull())

@@ -153,14 +153,23 @@ export class Outbox {
       // order), then their deliveries joined on the new rows' sequence numbers.
       const ev = <K extends keyof (typeof eventRows)[number]>(k: K) => eventRows.map((r) => r[k]);
       const dv = <T>(f: (d: (typeof deliveries)[number]) => T) => deliveries.map(f);
+      // The projects and endpoints are locked as the foreign keys' checks would lock them, but
+      // first: one deleted since they were read above is left out (its rows would have gone
+      // with it) instead of failing the whole batch.
       await sql`
-        with ev as (
+        with p as (
+          select id from projects where id = any(${projects}::text[]) for key share
+        ), e as (
+          select id from webhook_endpoints
+          where id = any(${[...new Set(dv((d) => d.endpointId))]}::text[]) for key share
+        ), ev as (
           insert into webhook_events (id, project_id, type, ordering_key, payload, created_at)
-          select id, project_id, type, ordering_key, payload, created_at
+          select u.id, u.project_id, u.type, u.ordering_key, u.payload, u.created_at
           from unnest(${ev('id')}::text[], ${ev('project_id')}::text[], ${ev('type')}::text[],
             ${ev('ordering_key')}::text[], ${ev('payload')}::text[], ${ev('created_at')}::text[])
             with ordinality as u(id, project_id, type, ordering_key, payload, created_at, ord)
-          order by ord
+          join p on p.id = u.project_id
+          order by u.ord
           returning seq, id, project_id, type, ordering_key
         )
         insert into webhook_deliveries (id, event_seq, event_id, event_type, endpoint_id,
@@ -169,9 +178,36 @@ export class Outbox {
           'pending', 0, ${nextAttemptAt}, ${now}, ${now}
         from unnest(${dv((d) => d.id)}::text[], ${dv((d) => eventRows[d.event].id)}::text[],
           ${dv((d) => d.endpointId)}::text[]) as v(id, event_id, endpoint_id)
-        join ev on ev.id = v.event_id`.execute(this.store.db);
+        join ev on ev.id = v.event_id
+        join e on e.id = v.endpoint_id`.execute(this.store.db);
     } else {
       await this.store.db.transaction().execute(async (trx) => {
+        // Endpoints deleted since they were read above (with their project, or alone) are left
+        // out, with events no endpoint is left for: their rows would have gone with them.
+        const live = new Set(
+          (
+            await trx
+              .selectFrom('webhook_endpoints')
+              .select('id')
+              .where('id', 'in', [...new Set(deliveries.map((d) => d.endpointId))])
+              .execute()
+          ).map((r) => r.id),
+        );
+        if (deliveries.some((d) => !live.has(d.endpointId))) {
+          const kept = deliveries.filter((d) => live.has(d.endpointId));
+          // Events keep their order; deliveries point at their event's new index.
+          const newIndex = new Map<number, number>();
+          const rows: typeof eventRows = [];
+          for (const [i, row] of eventRows.entries()) {
+            if (!kept.some((d) => d.event === i)) continue;
+            newIndex.set(i, rows.length);
+            rows.push(row);
+          }
+          eventRows.splice(0, eventRows.length, ...rows);
+          deliveries.splice(0, deliveries.length, ...kept);
+          for (const d of deliveries) d.event = newIndex.get(d.event)!;
+          if (eventRows.length === 0) return;
+        }
         // Rows get their sequence in the order they are listed; RETURNING's order is arbitrary.
         const inserted = await trx
           .insertInto('webhook_events')

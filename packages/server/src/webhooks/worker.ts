@@ -966,8 +966,8 @@ export class DeliveryWorker {
     }
   }
   /**
-   * Retention: deletes events written before `nowMs - retentionMs` whose deliveries are all
-   * finished, with their deliveries and attempts (foreign keys cascade), {@link PRUNE_BATCH}
+   * Retention: deletes leases expired for a lease length, and events written before
+   * `nowMs - retentionMs` whose deliveries are all finished, with their deliveries and attempts (foreign keys cascade), {@link PRUNE_BATCH}
    * events per statement, one statement after another, until none is left. Returns how many
    * events went. Pending deliveries are never pruned.
    */
@@ -979,7 +979,14 @@ export class DeliveryWorker {
   }
 
   private async pruneBatches(nowMs: number) {
-    const { store, retentionMs = 0 } = this.options;
+    const { store, retentionMs = 0, leaseMs } = this.options;
+    // Leases whose holder stopped without giving them back (a crash, or a key whose endpoint
+    // was deleted meanwhile): an expired lease is as good as none, so this only keeps the
+    // table small. A lease length past its end, no holder still writes under it.
+    await store.db
+      .deleteFrom('webhook_key_leases')
+      .where('lease_until', '<', iso(nowMs - leaseMs))
+      .execute();
     if (retentionMs <= 0) return 0;
     const cutoff = iso(nowMs - retentionMs);
     let total = 0;

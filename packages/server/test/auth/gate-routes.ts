@@ -36,4 +36,12 @@ export function gateTestRoutes(app: FastifyInstance) {
       throw new Error('secret internals: database password is hunter2');
     },
   );
+  app.get(
+    '/v1/test/deadlock',
+    { config: { auth: { product: 'realtime', clientKeys: true } } },
+    async () => {
+      // As pg raises it when PostgreSQL aborts a transaction to break a deadlock.
+      throw Object.assign(new Error('deadlock detected'), { code: '40P01', severity: 'ERROR' });
+    },
+  );
 }

@@ -313,6 +313,9 @@ for (const backend of BACKENDS) {
         'internal_error',
       );
       assert.doesNotMatch(JSON.stringify(boom), /hunter2|internals/);
+      const conflict = await call('/v1/test/deadlock', auth(s.project.clientKey));
+      await refused(conflict, 503, 'service_unavailable');
+      assert.equal(conflict.headers['retry-after'], '2');
       await refused(await call('/v1/nope', auth(s.project.clientKey)), 404, 'not_found');
     });
 

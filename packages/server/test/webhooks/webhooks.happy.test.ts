@@ -166,6 +166,33 @@ for (const backend of BACKENDS) {
       assert.match(res.body, /svc_webhook_events_enqueued_total\{type="participant.joined"\} 1/);
     });
 
+    test('endpoints deleted while their outcomes are being written: every delete succeeds', async () => {
+      // A delete takes the rows a claim, an outcome write and the outbox take; here it races
+      // them round after round under live traffic. Nothing may fail: not the delete (it used
+      // to deadlock with an outcome write), not the worker's claim, not an emitted event.
+      for (let round = 0; round < 25; round++) {
+        const endpoint = await s.admin('POST', base(), { url: `${receiver.url}?race${round}` });
+        for (let i = 0; i < 8; i++)
+          await emit('room.started', { room: `race${round}-${i}` }, `k${i}`);
+        await receiver.until(
+          () => receiver.requests.some((r) => r.path.endsWith(`?race${round}`)),
+          `round ${round}`,
+        );
+        // Events keep coming while the endpoint goes: they are written for it or not at all.
+        await Promise.all([
+          s.admin('DELETE', `${base()}/${endpoint.id}`),
+          ...[0, 1, 2, 3].map((i) => emit('room.ended', { room: `race${round}-${i}` }, `k${i}`)),
+        ]);
+        const gone = await s.app.inject({
+          method: 'GET',
+          url: `/v1/admin${base()}/${endpoint.id}/deliveries`,
+          headers: { authorization: `Bearer ${s.adminToken}` },
+        });
+        assert.equal(gone.statusCode, 404);
+      }
+      assert.doesNotMatch(s.logs.text, /"level":50/, 'the worker logged no error');
+    });
+
     test('the OpenAPI document lists the webhook admin routes', async () => {
       const doc = (await s.app.inject({ method: 'GET', url: '/openapi.json' })).json();
       assert.ok(doc.paths['/v1/admin/projects/{projectId}/webhooks/{webhookId}/deliveries']);

@@ -158,8 +158,22 @@ for (const backend of BACKENDS) {
       await eventually(succeeded, (n) => n >= 620, 'successes recorded');
       assert.equal(await count('webhook_attempts'), 1);
       const worker = s.app.svc.webhooks!.worker!;
+      // A lease a crashed holder left for an endpoint deleted since (leases have no foreign key)
+      // goes once it has been expired for a lease length; the held chain's live lease stays.
+      await db
+        .insertInto('webhook_key_leases')
+        .values({
+          endpoint_id: 'whe_deleted',
+          lease_key: 'k',
+          lease_until: new Date(Date.now() - 3_600_000).toISOString(),
+          lease_token: 'crashed',
+        })
+        .execute();
+      const leases = () => db.selectFrom('webhook_key_leases').select('endpoint_id').execute();
+      assert.equal((await leases()).length, 2);
       // Nothing is old enough yet.
       assert.equal(await worker.prune(), 0);
+      assert.deepEqual(await leases(), [{ endpoint_id: slow.id }]);
       const pruned = await worker.prune(Date.now() + 31 * DAY_MS);
       assert.ok(pruned >= 620, `pruned ${pruned}`);
       // Only the pending (held) event is left, with its delivery.

@@ -10,7 +10,7 @@ import { sql } from 'kysely';
 import type { Clock } from '../clock.ts';
 import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
-import type { Store } from '../storage/db.ts';
+import { isForeignKeyViolation, type Store } from '../storage/db.ts';
 import type { ClickRecorder } from './clicks.ts';
 import { invalidField, iso, jsonBytes, jsonOrNull, type LinkService } from './service.ts';
 import type { LinkDirectory } from './settings.ts';
@@ -63,19 +63,25 @@ export class LinkEvents {
     extra: { name?: string; properties?: unknown; clickId?: string } = {},
   ) {
     const id = newId('lev', this.clock.now());
-    await this.store.db
-      .insertInto('link_events')
-      .values({
-        id,
-        project_id: projectId,
-        link_id: linkId,
-        type,
-        name: extra.name ?? null,
-        properties: jsonOrNull(extra.properties),
-        click_id: extra.clickId ?? null,
-        created_at: iso(this.clock.now()),
-      })
-      .execute();
+    try {
+      await this.store.db
+        .insertInto('link_events')
+        .values({
+          id,
+          project_id: projectId,
+          link_id: linkId,
+          type,
+          name: extra.name ?? null,
+          properties: jsonOrNull(extra.properties),
+          click_id: extra.clickId ?? null,
+          created_at: iso(this.clock.now()),
+        })
+        .execute();
+    } catch (err) {
+      // The link was deleted since it was read.
+      if (isForeignKeyViolation(err)) throw new ApiError('link_not_found');
+      throw err;
+    }
     return id;
   }
 

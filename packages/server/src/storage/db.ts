@@ -207,6 +207,15 @@ export function isPostgresUnavailable(err: unknown): boolean {
   );
 }
 
+/**
+ * Whether a write broke a foreign key (PostgreSQL 23503, SQLite's FOREIGN KEY constraint): the
+ * row it refers to is gone, typically deleted between the read that found it and this write.
+ */
+export function isForeignKeyViolation(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === '23503' || code === 'SQLITE_CONSTRAINT_FOREIGNKEY';
+}
+
 function unavailable(dependency: Dependency, err: unknown) {
   if (err instanceof DependencyUnavailableError) return err;
   return new DependencyUnavailableError(

@@ -493,6 +493,20 @@ for (const backend of BACKENDS) {
       );
     });
 
+    test('an event for a link deleted at the same moment is 404, never 500', async () => {
+      // The event's insert runs after its link was read; a delete in between used to break the
+      // events' foreign key and answer 500.
+      for (let round = 0; round < 30; round++) {
+        const link = await create({ url: `https://a.example.com/race${round}` });
+        const [event, deleted] = await Promise.all([
+          call('POST', '/v1/sdk/links/events', { type: 'install', linkId: link.id }),
+          call('DELETE', `/v1/sdk/links/${link.id}`),
+        ]);
+        assert.equal(deleted.statusCode, 204, deleted.body);
+        if (event.statusCode !== 202) refused(event, 404, 'link_not_found');
+      }
+    });
+
     test('project link settings are validated', async () => {
       const patch = (links: unknown, id = s.project.id) =>
         s.app.inject({

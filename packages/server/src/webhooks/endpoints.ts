@@ -12,7 +12,7 @@ import type { Clock } from '../clock.ts';
 import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import { Sealer } from '../sealing.ts';
-import type { Store } from '../storage/db.ts';
+import { isForeignKeyViolation, type Store } from '../storage/db.ts';
 import type { Outbox } from './outbox.ts';
 import { newWebhookSecret } from './signing.ts';
 import { checkTarget, type LookupAll, parseWebhookUrl } from './ssrf.ts';
@@ -168,7 +168,13 @@ export class WebhookEndpoints {
       created_at: iso(nowMs),
       updated_at: iso(nowMs),
     };
-    await this.deps.store.db.insertInto('webhook_endpoints').values(row).execute();
+    try {
+      await this.deps.store.db.insertInto('webhook_endpoints').values(row).execute();
+    } catch (err) {
+      // The project was deleted since it was read.
+      if (isForeignKeyViolation(err)) throw new ApiError('project_not_found');
+      throw err;
+    }
     return { ...toEndpoint(row, nowMs), secret };
   }
 
@@ -365,6 +371,9 @@ export class WebhookEndpoints {
         .selectAll()
         .where('id', '=', deliveryId)
         .where('endpoint_id', '=', id)
+        // Locked (PostgreSQL) so that a delete (the endpoint's, retention's) waits for it,
+        // rather than removing the row this transaction writes an attempt for.
+        .$if(this.deps.store.dialect === 'postgres', (q) => q.forUpdate())
         .executeTakeFirst();
       if (!current) throw new ApiError('webhook_delivery_not_found');
       // A success kept on the row becomes an attempt row, so the row is free for the next one.
@@ -404,7 +413,9 @@ export class WebhookEndpoints {
       .selectFrom('webhook_deliveries')
       .selectAll()
       .where('id', '=', deliveryId)
-      .executeTakeFirstOrThrow();
+      .executeTakeFirst();
+    // Deleted right after (with its endpoint).
+    if (!row) throw new ApiError('webhook_delivery_not_found');
     return (await this.withAttempts([row]))[0];
   }
 }

@@ -152,11 +152,11 @@ describe('a server killed while recording', { skip: skip ?? false, timeout: 120_
     }
     const t0 = Date.now();
     await sleep(3000);
-    // The server dies at once; its Janus (an orphan now) writes until the browser goes away.
+    // The server dies at once, and its Janus with it (docs/media.md).
     await node.kill('SIGKILL');
+    const writtenMs = Date.now() - t0;
     await browser.close();
     browser = null;
-    const writtenMs = Date.now() - t0;
     node = await startNode(port, env);
     let info = (await call('GET', `/realtime/recordings/${id}`, server)).body;
     const until = Date.now() + 30_000;

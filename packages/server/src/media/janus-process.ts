@@ -4,6 +4,14 @@ import path from 'node:path';
 import type { MediaConfig } from './config.ts';
 
 /**
+ * util-linux's `setpriv`, when present: Janus is started through it with a parent-death signal
+ * (`--pdeathsig KILL`, then it execs Janus in place), so a server that is killed (SIGKILL, the
+ * OOM killer, a stop past its deadline) takes its Janus with it instead of leaving it holding
+ * the ports. Without it, the next start ends such an orphan (see `killOrphan`).
+ */
+const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => fs.existsSync(p)) ?? null;
+
+/**
  * The embedded Janus: a supervised child process with a config folder generated under
  * `DATA_DIR/janus` (only the VideoRoom plugin and the WebSocket transport, nothing from
  * /etc/janus). When it dies it is started again after a delay that doubles from 100 ms up to
@@ -166,11 +174,9 @@ admin: {
 
   private spawn() {
     const log = fs.openSync(path.join(this.cfg.janusDir, 'janus.log'), 'a');
-    const child = spawn(
-      this.cfg.janusBinary!,
-      ['-F', path.join(this.cfg.janusDir, 'conf'), '-o', '-D'],
-      { stdio: ['ignore', log, log] },
-    );
+    const janus = [this.cfg.janusBinary!, '-F', path.join(this.cfg.janusDir, 'conf'), '-o', '-D'];
+    const [command, ...args] = SETPRIV ? [SETPRIV, '--pdeathsig', 'KILL', '--', ...janus] : janus;
+    const child = spawn(command, args, { stdio: ['ignore', log, log] });
     fs.closeSync(log);
     this.child = child;
     this.startedAtMs = Date.now();

@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import fs from 'node:fs';
 import { createServer } from 'node:net';
 import os from 'node:os';
@@ -56,6 +58,52 @@ test('a Janus left running by a server that was killed is ended by the next star
   assert.notEqual(second.pid, orphan.pid);
   await second.stop();
   fs.rmSync(dir, { recursive: true, force: true });
+});
+
+test('a server that is killed takes its Janus with it', {
+  skip: fs.existsSync('/usr/bin/janus') ? false : 'needs Janus',
+}, async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svcm-killed-'));
+  const owner = spawn(
+    process.execPath,
+    ['--import', 'tsx', path.join(import.meta.dirname, '../fixtures/janus-owner.ts')],
+    {
+      env: {
+        ...process.env,
+        JANUS_OWNER_DIR: dir,
+        SVC_JANUS_WS_PORT: String(await freePort()),
+        SVC_JANUS_ADMIN_PORT: String(await freePort()),
+        SVC_MEDIA_RTP_PORTS: '40220-40270',
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  const [line] = (await once(owner.stdout!, 'data')) as [Buffer];
+  const { pid } = JSON.parse(line.toString()) as { pid: number };
+  const alive = () => {
+    try {
+      // Janus itself, not a launcher that has not exec'd it yet.
+      return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(path.join(dir, 'janus'));
+    } catch {
+      return false;
+    }
+  };
+  for (let i = 0; !alive(); i++) {
+    assert.ok(i < 200, 'Janus did not start');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  owner.kill('SIGKILL');
+  await once(owner, 'exit');
+  try {
+    // Nothing supervises it now; it must not stay behind holding the ports.
+    for (let i = 0; alive(); i++) {
+      assert.ok(i < 200, `Janus ${pid} outlived the server that was killed`);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  } finally {
+    if (alive()) process.kill(pid, 'SIGKILL');
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test("an embedded engine does not take another server's Janus on its ports for its own", {

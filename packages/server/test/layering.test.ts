@@ -82,3 +82,12 @@ test('the checker sees imports: a known import is found', () => {
   const app = importsOf(path.join(SRC, 'app.ts')).map((t) => path.relative(SRC, t));
   assert.ok(app.includes(path.join('links', 'plugin.ts')), app.join(', '));
 });
+
+// Links is kept plain: a size budget that machinery added only for speed would break.
+test('Links stays under 2,000 lines', () => {
+  const lines = filesUnder(path.join(SRC, 'links')).reduce(
+    (n, file) => n + fs.readFileSync(file, 'utf8').split('\n').length - 1,
+    0,
+  );
+  assert.ok(lines < 2000, `packages/server/src/links has ${lines} lines`);
+});

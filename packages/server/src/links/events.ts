@@ -63,25 +63,23 @@ export class LinkEvents {
     extra: { name?: string; properties?: unknown; clickId?: string } = {},
   ) {
     const id = newId('lev', this.clock.now());
-    try {
-      await this.store.db
-        .insertInto('link_events')
-        .values({
-          id,
-          project_id: projectId,
-          link_id: linkId,
-          type,
-          name: extra.name ?? null,
-          properties: jsonOrNull(extra.properties),
-          click_id: extra.clickId ?? null,
-          created_at: iso(this.clock.now()),
-        })
-        .execute();
-    } catch (err) {
-      // The link was deleted since it was read.
-      if (isForeignKeyViolation(err)) throw new ApiError('link_not_found');
-      throw err;
-    }
+    await this.store.db
+      .insertInto('link_events')
+      .values({
+        id,
+        project_id: projectId,
+        link_id: linkId,
+        type,
+        name: extra.name ?? null,
+        properties: jsonOrNull(extra.properties),
+        click_id: extra.clickId ?? null,
+        created_at: iso(this.clock.now()),
+      })
+      .execute()
+      .catch((err: unknown) => {
+        // The link was deleted since it was read.
+        throw isForeignKeyViolation(err) ? new ApiError('link_not_found') : err;
+      });
     return id;
   }
 

@@ -106,6 +106,8 @@ export const MAX_PAUSE_MS = 30_000;
 export const CHAIN_MAX = 32;
 /** Outcomes written in one transaction at most. */
 const RECORD_BATCH = 256;
+/** SQLite: how long the first outcome of a batch waits for others (see `record`). */
+const RECORD_GATHER_MS = 3;
 /** Rows deleted per statement when pruning; statements run one after another. */
 export const PRUNE_BATCH = 500;
 const PRUNE_INTERVAL_MS = 10 * 60_000;
@@ -740,14 +742,21 @@ export class DeliveryWorker {
   /**
    * Queues the outcome to be written with the others that finish meanwhile; resolves once it is
    * committed. One batch is written at a time: under load, a batch is whatever finished while
-   * the previous one was being written; alone, an outcome is written at once.
+   * the previous one was being written (on SQLite, within a few milliseconds); alone, an
+   * outcome is written at once.
    */
   private record(outcome: Outcome, release: boolean): Promise<void> {
     outcome.release = release;
     return new Promise<void>((resolve, reject) => {
       this.outcomes.push({ outcome, done: (err) => (err ? reject(err) : resolve()) });
       // From the next turn of the event loop: answers that arrive together are written together.
-      this.recording ??= new Promise((r) => setImmediate(r))
+      // On SQLite a batch is written synchronously, so nothing finishes while it is written:
+      // while other chains are running, the outcomes that finish within RECORD_GATHER_MS go
+      // together (one commit writes the same few pages for a batch of any size).
+      const gather = this.options.store.dialect === 'sqlite' && this.sending > 1;
+      this.recording ??= new Promise((r) =>
+        gather ? setTimeout(r, RECORD_GATHER_MS) : setImmediate(r),
+      )
         .then(() => this.drainOutcomes())
         .finally(() => {
           this.recording = null;

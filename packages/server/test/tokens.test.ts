@@ -68,5 +68,30 @@ for (const dialect of DIALECTS) {
       assert.equal((await a.verify(old.token, 'svc:test')).ok, false);
       assert.equal((await a.verify(fresh2.token, 'svc:test')).ok, true);
     });
+
+    test("a burst of tokens signed with another node's new key all verify", async () => {
+      const a = new SigningKeys(fresh.store, clock, 'http://svc.test', new Sealer('test-secret'));
+      const b = new SigningKeys(fresh.store, clock, 'http://svc.test', new Sealer('test-secret'));
+      await a.init();
+      await b.init();
+      // A rotates after B loaded the set: B meets the new kid with requests in flight together
+      // (each may look the set up again; none may be refused while one does).
+      clock.advance(1000);
+      const kid = await a.rotate();
+      assert.equal(a.jwks().keys[0].kid, kid, 'A signs with its new key');
+      const tokens = await Promise.all(
+        Array.from({ length: 10 }, () =>
+          a.sign({}, { audience: 'svc:test', subject: 'u', expiresInSeconds: 600 }),
+        ),
+      );
+      const results = await Promise.all(tokens.map((t) => b.verify(t.token, 'svc:test')));
+      assert.deepEqual(
+        results.map((r) => r.ok),
+        tokens.map(() => true),
+      );
+      // Unknown kids still cost at most one look a second: a second miss right after is refused.
+      const forged = `${Buffer.from(JSON.stringify({ alg: 'ES256', kid: 'sig_unknown', typ: 'JWT' })).toString('base64url')}.${tokens[0].token.split('.').slice(1).join('.')}`;
+      assert.deepEqual(await b.verify(forged, 'svc:test'), { ok: false, reason: 'invalid' });
+    });
   });
 }

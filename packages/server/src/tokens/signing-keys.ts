@@ -45,6 +45,8 @@ export type VerifyResult =
 export class SigningKeys {
   private keys: LoadedKey[] = [];
   private lastReloadMs = 0;
+  /** The look at the store that a verification met an unknown kid started, while it runs. */
+  private reloading: Promise<void> | null = null;
 
   constructor(
     private store: Store,
@@ -188,9 +190,15 @@ export class SigningKeys {
         async (header) => {
           let key = this.keys.find((k) => k.kid === header.kid);
           // Another node may have rotated since we loaded: look again, at most once a second.
-          if (!key && this.clock.now() - this.lastReloadMs > 1000) {
+          // Verifications that meet the kid while a look runs wait for it rather than fail.
+          if (!key && !this.reloading && this.clock.now() - this.lastReloadMs > 1000) {
             this.lastReloadMs = this.clock.now();
-            await this.reload();
+            this.reloading = this.reload().finally(() => {
+              this.reloading = null;
+            });
+          }
+          if (!key && this.reloading) {
+            await this.reloading;
             key = this.keys.find((k) => k.kid === header.kid);
           }
           if (!key) throw new Error('unknown kid');

@@ -976,9 +976,10 @@ export class DeliveryWorker {
   }
   /**
    * Retention: deletes leases expired for a lease length, and events written before
-   * `nowMs - retentionMs` whose deliveries are all finished, with their deliveries and attempts (foreign keys cascade), {@link PRUNE_BATCH}
-   * events per statement, one statement after another, until none is left. Returns how many
-   * events went. Pending deliveries are never pruned.
+   * `nowMs - retentionMs` whose deliveries are all finished, with their deliveries and attempts
+   * (foreign keys cascade), {@link PRUNE_BATCH} events per statement, one statement after
+   * another, until none is left. Returns how many events went. Pending deliveries are never
+   * pruned.
    */
   prune(nowMs = this.options.clock.now()): Promise<number> {
     this.pruning ??= this.pruneBatches(nowMs).finally(() => {

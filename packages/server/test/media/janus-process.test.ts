@@ -19,6 +19,16 @@ const freePort = () =>
     });
   });
 
+/** The variables of an embedded Janus on free ports, with RTP on `rtpPorts`. */
+async function janusEnv(rtpPorts: string) {
+  return {
+    SVC_JANUS_WS_PORT: String(await freePort()),
+    SVC_JANUS_ADMIN_PORT: String(await freePort()),
+    SVC_MEDIA_RTP_PORTS: rtpPorts,
+    PATH: process.env.PATH,
+  };
+}
+
 async function accepting(url: string) {
   for (let i = 0; ; i++) {
     const s = new JanusSocket(url);
@@ -37,12 +47,7 @@ test('a Janus left running by a server that was killed is ended by the next star
   skip: fs.existsSync('/usr/bin/janus') ? false : 'needs Janus',
 }, async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svcm-orphan-'));
-  const env = {
-    SVC_JANUS_WS_PORT: String(await freePort()),
-    SVC_JANUS_ADMIN_PORT: String(await freePort()),
-    SVC_MEDIA_RTP_PORTS: '40100-40150',
-    PATH: process.env.PATH,
-  };
+  const env = await janusEnv('40100-40150');
   const cfg = loadMediaConfig(env, dir);
   const first = new JanusProcess(cfg, 'secret');
   first.start();
@@ -68,13 +73,7 @@ test('a server that is killed takes its Janus with it', {
     process.execPath,
     ['--import', 'tsx', path.join(import.meta.dirname, '../fixtures/janus-owner.ts')],
     {
-      env: {
-        ...process.env,
-        JANUS_OWNER_DIR: dir,
-        SVC_JANUS_WS_PORT: String(await freePort()),
-        SVC_JANUS_ADMIN_PORT: String(await freePort()),
-        SVC_MEDIA_RTP_PORTS: '40220-40270',
-      },
+      env: { ...process.env, ...(await janusEnv('40220-40270')), JANUS_OWNER_DIR: dir },
       stdio: ['ignore', 'pipe', 'inherit'],
     },
   );
@@ -111,12 +110,7 @@ test("an embedded engine does not take another server's Janus on its ports for i
 }, async () => {
   const dirA = fs.mkdtempSync(path.join(os.tmpdir(), 'svcm-own-a-'));
   const dirB = fs.mkdtempSync(path.join(os.tmpdir(), 'svcm-own-b-'));
-  const env = {
-    SVC_JANUS_WS_PORT: String(await freePort()),
-    SVC_JANUS_ADMIN_PORT: String(await freePort()),
-    SVC_MEDIA_RTP_PORTS: '40160-40210',
-    PATH: process.env.PATH,
-  };
+  const env = await janusEnv('40160-40210');
   const log = { info() {}, warn() {} };
   const a = JanusEngine.embedded(loadMediaConfig(env, dirA), log);
   await a.ready();

@@ -5,6 +5,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import v8 from 'node:v8';
 import vm from 'node:vm';
+import WebSocket from 'ws';
 import { SvcClient } from '../packages/client/src/index.ts';
 import { fmt, ROOT } from './lib.ts';
 
@@ -16,18 +17,26 @@ import { fmt, ROOT } from './lib.ts';
  * Needs a JDK and Maven (it compiles android/ tests if needed).
  */
 
+/**
+ * Connects measured in a fresh process (reported, no target), then, after CONNECT_WARMUP more, measured
+ * again warm (the gate): a JVM takes about 150 connects to compile the path (the TypeScript side runs the same).
+ */
 const CONNECTS = 30;
-const WARMUP = 30;
+const CONNECT_WARMUP = 120;
+const WARMUP = 300;
 const MESSAGES = 300;
 const IDLE_CLIENTS = 100;
 /** One message per 25 ms at most: the server allows 50 frames per second per connection. */
 const PACE_MS = 25;
 
 interface Result {
+  coldConnectP50: number;
   connectP50: number;
   connectP99: number;
   rttP50: number;
   rttP99: number;
+  rawRttP50: number;
+  rawRttP99: number;
   bytesPerClient: number;
 }
 
@@ -91,14 +100,20 @@ async function typescript(server: Awaited<ReturnType<typeof startServer>>): Prom
     participant: { userId, name: userId },
     liveType: 'VIDEO_CONFERENCE' as const,
   });
-  const connects: number[] = [];
-  for (let i = 1; i <= CONNECTS; i++) {
-    const c = make();
-    const t0 = performance.now();
-    await c.connect(opts(`bench-ts-connect-${tag}-${i}`, `u${i}`));
-    connects.push(performance.now() - t0);
-    await c.disconnect();
-  }
+  const connectTimes = async (pass: string, count = CONNECTS) => {
+    const times: number[] = [];
+    for (let i = 1; i <= count; i++) {
+      const c = make();
+      const t0 = performance.now();
+      await c.connect(opts(`bench-ts-connect-${tag}-${pass}-${i}`, `u${i}`));
+      times.push(performance.now() - t0);
+      await c.disconnect();
+    }
+    return times;
+  };
+  const cold = await connectTimes('cold');
+  await connectTimes('warm-up', CONNECT_WARMUP);
+  const connects = await connectTimes('warm');
   const c = make();
   const waiting = new Map<string, () => void>();
   c.onMessageReceived = (m) => {
@@ -118,6 +133,7 @@ async function typescript(server: Awaited<ReturnType<typeof startServer>>): Prom
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, PACE_MS - rtt)));
   }
   await c.disconnect();
+  const raw = await rawRoundTrips(make);
   gc();
   const before = process.memoryUsage().heapUsed;
   const idle: SvcClient[] = [];
@@ -130,12 +146,53 @@ async function typescript(server: Awaited<ReturnType<typeof startServer>>): Prom
   const bytesPerClient = (process.memoryUsage().heapUsed - before) / IDLE_CLIENTS;
   for (const x of idle) await x.disconnect();
   return {
+    coldConnectP50: pct(cold, 0.5),
     connectP50: pct(connects, 0.5),
     connectP99: pct(connects, 0.99),
     rttP50: pct(rtts, 0.5),
     rttP99: pct(rtts, 0.99),
+    rawRttP50: pct(raw, 0.5),
+    rawRttP99: pct(raw, 0.99),
     bytesPerClient,
   };
+}
+
+/** The same round trips over a bare `ws` socket, with no client library: Node's floor. */
+async function rawRoundTrips(make: () => SvcClient): Promise<number[]> {
+  const token = await make().getToken({
+    roomName: `bench-ts-raw-${Date.now()}`,
+    participant: { userId: 'raw', name: 'raw' },
+    liveType: 'VIDEO_CONFERENCE',
+  });
+  const socket = new WebSocket(token.wsUrl);
+  let received: (() => void) | undefined;
+  await new Promise<void>((resolve, reject) => {
+    socket.once('error', reject);
+    socket.once('open', () =>
+      socket.send(JSON.stringify({ id: 'join', type: 'session.join', data: {} })),
+    );
+    socket.on('message', (data) => {
+      const text = String(data);
+      if (text.includes('"session.joined"')) resolve();
+      if (text.includes('"message.received"')) received?.();
+    });
+  });
+  const rtts: number[] = [];
+  for (let i = 1; i <= WARMUP + MESSAGES; i++) {
+    const done = new Promise<void>((resolve) => {
+      received = resolve;
+    });
+    const t0 = performance.now();
+    socket.send(
+      JSON.stringify({ id: String(i), type: 'message.send', data: { message: `m${i}` } }),
+    );
+    await done;
+    const rtt = performance.now() - t0;
+    if (i > WARMUP) rtts.push(rtt);
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, PACE_MS - rtt)));
+  }
+  socket.close();
+  return rtts;
 }
 
 function kotlin(server: Awaited<ReturnType<typeof startServer>>): Result {
@@ -190,14 +247,34 @@ export async function run(): Promise<string> {
     return [
       '## Android (Kotlin JVM client) vs @svc/client',
       '',
-      `One server (embedded default, media off). Connect: ${CONNECTS} clients, each a new room; round trip: ${MESSAGES} messages after ${WARMUP} warm-up, one per ${PACE_MS} ms at most (the server's rate limit); memory: ${IDLE_CLIENTS} connected clients in one room (Kotlin: live JVM heap after a full GC, the clients sharing the process's OkHttp client; TypeScript: V8 heap after gc()). Each side measures from one thread that its clients' handlers also run on (Kotlin: a main-thread-like executor; TypeScript: the event loop). Target: Kotlin ≤ 1.2 × TypeScript.`,
+      `One server (embedded default, media off). Connect: ${CONNECTS} clients, each a new room, measured in the fresh process (reported without a target), then again after ${CONNECT_WARMUP} more (the gate); round trip: ${MESSAGES} messages after ${WARMUP} warm-up, one per ${PACE_MS} ms at most (the server's rate limit); memory: ${IDLE_CLIENTS} connected clients in one room (Kotlin: live JVM heap after a full GC, the clients sharing the process's OkHttp client; TypeScript: V8 heap after gc()). Each side measures from one thread that its clients' handlers also run on (Kotlin: a main-thread-like executor; TypeScript: the event loop). Target: Kotlin ≤ 1.2 × TypeScript.`,
       '',
       '| | Kotlin | TypeScript | Kotlin / TS |',
       '| --- | --- | --- | --- |',
+      row(
+        'connect() → joined p50, fresh process (no target)',
+        kt.coldConnectP50,
+        ts.coldConnectP50,
+        'ms',
+      ),
       row('connect() → joined p50', kt.connectP50, ts.connectP50, 'ms'),
       row('connect() → joined p99', kt.connectP99, ts.connectP99, 'ms'),
       row('message round trip p50', kt.rttP50, ts.rttP50, 'ms', 2),
       row('message round trip p99', kt.rttP99, ts.rttP99, 'ms', 2),
+      row(
+        'round trip p50, bare socket, no library (no target)',
+        kt.rawRttP50,
+        ts.rawRttP50,
+        'ms',
+        2,
+      ),
+      row(
+        'round trip p99, bare socket, no library (no target)',
+        kt.rawRttP99,
+        ts.rawRttP99,
+        'ms',
+        2,
+      ),
       row('heap per connected client', kt.bytesPerClient / 1024, ts.bytesPerClient / 1024, 'KiB'),
     ].join('\n');
   } finally {

@@ -3,10 +3,15 @@ package dev.svc.android
 import java.lang.management.ManagementFactory
 import java.lang.management.MemoryType
 import java.util.concurrent.ConcurrentHashMap
+import java.util.concurrent.atomic.AtomicReference
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.delay
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
+import okhttp3.Request
+import okhttp3.Response
+import okhttp3.WebSocket
+import okhttp3.WebSocketListener
 
 /**
  * The Kotlin half of `npm run bench -- android` (bench/android.ts runs the TypeScript half against the
@@ -14,8 +19,10 @@ import kotlinx.coroutines.withTimeout
  * Arguments: baseUrl projectId clientKey. Prints one JSON line.
  */
 object AndroidBench {
+    /** Connects measured in the fresh JVM (reported, no target), then, after [CONNECT_WARMUP] more, measured warm (the gate). */
     private const val CONNECTS = 30
-    private const val WARMUP = 30
+    private const val CONNECT_WARMUP = 120
+    private const val WARMUP = 300
     private const val MESSAGES = 300
     private const val IDLE_CLIENTS = 100
     private const val PACE_MS = 25.0
@@ -48,6 +55,44 @@ object AndroidBench {
             .sumOf { it.collectionUsage?.used ?: 0L }
     }
 
+    /**
+     * The same round trips over a bare OkHttp WebSocket, with no client library: sent from this thread
+     * (OkHttp writes on its writer thread) and answered on it (the reader thread completes the wait, which
+     * resumes here). The floor of any OkHttp client that keeps Android's threading contract.
+     */
+    private suspend fun rawRoundTrips(args: Array<String>): List<Double> {
+        val tokenClient = client(args)
+        val token = tokenClient.getToken(roomOptions("bench-kt-raw-${System.nanoTime()}", "raw"))
+        tokenClient.close()
+        val joined = CompletableDeferred<Unit>()
+        val received = AtomicReference<CompletableDeferred<Unit>?>()
+        val socket = dev.svc.android.internal.SharedHttp.client.newWebSocket(
+            Request.Builder().url(token.wsUrl).build(),
+            object : WebSocketListener() {
+                override fun onOpen(webSocket: WebSocket, response: Response) {
+                    webSocket.send("""{"id":"join","type":"session.join","data":{}}""")
+                }
+
+                override fun onMessage(webSocket: WebSocket, text: String) {
+                    if (text.contains("\"session.joined\"")) joined.complete(Unit)
+                    if (text.contains("\"message.received\"")) received.get()?.complete(Unit)
+                }
+            },
+        )
+        withTimeout(10_000) { joined.await() }
+        val rtts = (1..WARMUP + MESSAGES).map { i ->
+            val done = CompletableDeferred<Unit>().also { received.set(it) }
+            val t0 = System.nanoTime()
+            socket.send("""{"id":"$i","type":"message.send","data":{"message":"m$i"}}""")
+            withTimeout(10_000) { done.await() }
+            val ms = (System.nanoTime() - t0) / 1e6
+            delay((PACE_MS - ms).toLong().coerceAtLeast(0))
+            ms
+        }.drop(WARMUP)
+        socket.close(1000, null)
+        return rtts
+    }
+
     @JvmStatic
     fun main(args: Array<String>) {
         runBlocking(platform.callbackDispatcher) { measure(args) }
@@ -56,15 +101,19 @@ object AndroidBench {
 
     private suspend fun measure(args: Array<String>) {
         val tag = System.nanoTime()
+
         // connect() → joined, each a new client and a new room
-        val connects = (1..CONNECTS).map { i ->
+        suspend fun connectTimes(pass: String, count: Int = CONNECTS) = (1..count).map { i ->
             val c = client(args)
             val t0 = System.nanoTime()
-            c.connect(roomOptions("bench-kt-connect-$tag-$i", "u$i"))
+            c.connect(roomOptions("bench-kt-connect-$tag-$pass-$i", "u$i"))
             val ms = (System.nanoTime() - t0) / 1e6
             c.close()
             ms
         }
+        val cold = connectTimes("cold")
+        connectTimes("warm-up", CONNECT_WARMUP)
+        val connects = connectTimes("warm")
 
         // message round trip: send over the socket, wait for the room to deliver it back
         val c = client(args)
@@ -83,6 +132,7 @@ object AndroidBench {
             ms
         }.drop(WARMUP)
         c.close()
+        val raw = rawRoundTrips(args)
 
         // heap per connected client (all in one room, so each also holds everyone's participant record)
         val before = heapUsed()
@@ -90,9 +140,16 @@ object AndroidBench {
         val perClient = (heapUsed() - before) / IDLE_CLIENTS
         idle.forEach { it.close() }
 
-        println(
-            """{"connectP50":${percentile(connects, 0.5)},"connectP99":${percentile(connects, 0.99)},""" +
-                """"rttP50":${percentile(rtts, 0.5)},"rttP99":${percentile(rtts, 0.99)},"bytesPerClient":$perClient}""",
+        val result = mapOf(
+            "coldConnectP50" to percentile(cold, 0.5),
+            "connectP50" to percentile(connects, 0.5),
+            "connectP99" to percentile(connects, 0.99),
+            "rttP50" to percentile(rtts, 0.5),
+            "rttP99" to percentile(rtts, 0.99),
+            "rawRttP50" to percentile(raw, 0.5),
+            "rawRttP99" to percentile(raw, 0.99),
+            "bytesPerClient" to perClient,
         )
+        println(result.entries.joinToString(",", "{", "}") { (k, v) -> "\"$k\":$v" })
     }
 }

@@ -145,6 +145,10 @@ export interface TestServer {
   adminToken: string;
   config: Config;
   logs: LogCapture;
+  /** The server's store, for tests that change rows behind its back (as another node would). */
+  store: Store;
+  /** The server's shared state. */
+  state: SharedState;
   /** Calls the admin API; throws on a non-2xx answer. */
   admin<T = any>(method: InjectOptions['method'], url: string, body?: unknown): Promise<T>;
   /** A project with every product and its keys. */
@@ -212,6 +216,8 @@ export async function startTestServer(
     adminToken,
     config,
     logs,
+    store: fresh.store,
+    state: shared.state,
     admin,
     project: {
       id: project.id,

@@ -1,5 +1,6 @@
 import { ERROR_CODES, type ErrorCode, type Problem, type ProblemFieldError } from '@svc/protocol';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { isForeignKeyViolation } from '../storage/db.ts';
 import { RETRY_AFTER_SECONDS, unavailableDependency } from '../unavailable.ts';
 
 /**
@@ -159,6 +160,16 @@ export function installErrorHandling(app: FastifyInstance) {
           'The request conflicted with a concurrent change; retry after the indicated delay.',
           { retryAfter: RETRY_AFTER_SECONDS },
           { 'Retry-After': String(RETRY_AFTER_SECONDS) },
+        );
+      }
+      // A write referred to a row deleted after this request read it (a project deleted by
+      // another node while this one still held its key, say): nothing was written.
+      if (isForeignKeyViolation(error)) {
+        request.log.warn({ err: error }, 'a row this request refers to was deleted meanwhile');
+        return sendProblem(
+          reply,
+          'not_found',
+          'Something this request refers to was deleted while it ran.',
         );
       }
       request.log.error({ err: error }, 'unhandled error');

@@ -9,7 +9,9 @@ import type {
   SvcMediaState,
   SvcNetworkQuality,
   SvcPoll,
+  SvcPollResults,
   SvcPollVisibility,
+  SvcPollVote,
   SvcRaisedHand,
   SvcRoomRole,
   SvcRoomSettings,
@@ -72,6 +74,22 @@ export interface SvcPollOptions {
 const RECENT_REACTIONS_MS = 10_000;
 /** At most this many reactions are kept. */
 const MAX_REACTIONS = 200;
+
+/**
+ * A poll's results after a `poll.updated`: its counts, and the votes held so far plus the new one
+ * (each user once: an answer's ack may already have brought it). An update that carries the full
+ * list replaces it.
+ */
+function updatedResults(
+  held: SvcPollResults | undefined,
+  update: SvcPollResults,
+  vote: SvcPollVote | undefined,
+): SvcPollResults {
+  if (update.votes || (!held?.votes && !vote)) return update;
+  const votes = (held?.votes ?? []).filter((v) => v.userId !== vote?.userId);
+  if (vote) votes.push(vote);
+  return { ...update, votes };
+}
 
 const emptyState = (): SvcRoomControllerState => ({
   seq: 0,
@@ -687,7 +705,11 @@ export class SvcRoomController {
         patch = {
           polls: s.polls.map((p) =>
             p.id === d.pollId
-              ? { ...p, totalVotes: d.totalVotes, ...(d.results ? { results: d.results } : {}) }
+              ? {
+                  ...p,
+                  totalVotes: d.totalVotes,
+                  ...(d.results ? { results: updatedResults(p.results, d.results, d.vote) } : {}),
+                }
               : p,
           ),
         };

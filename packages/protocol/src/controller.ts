@@ -205,12 +205,21 @@ export interface SvcTypingIndicator {
   expiresAt: number;
 }
 
+export interface SvcPollVote {
+  userId: string;
+  /** The chosen option's index. */
+  option: number;
+}
+
 export interface SvcPollResults {
   /** Votes per option, in option order. */
   counts: number[];
   totalVotes: number;
-  /** Who chose what (option index per userId); absent for anonymous polls. */
-  votes?: { userId: string; option: number }[];
+  /**
+   * Who chose what (option index per userId); absent for anonymous polls, and in `poll.updated`,
+   * which carries only the new vote (`vote`) for mirrors to add.
+   */
+  votes?: SvcPollVote[];
 }
 
 export interface SvcPoll {
@@ -322,7 +331,16 @@ export interface ControllerEventData {
   'hand.raised': SvcRaisedHand;
   'hand.lowered': { userId: string; by: string | null };
   'poll.created': { poll: SvcPoll };
-  'poll.updated': { pollId: string; totalVotes: number; results?: SvcPollResults };
+  /**
+   * One more answer. With `live` results: the counts (`results` without `votes`) and, unless the
+   * poll is anonymous, the new `vote`; a mirror adds it to the votes it holds (each user once).
+   */
+  'poll.updated': {
+    pollId: string;
+    totalVotes: number;
+    results?: SvcPollResults;
+    vote?: SvcPollVote;
+  };
   'poll.ended': { poll: SvcPoll };
   'reaction.batch': { reactions: { userId: string; emoji: string; ts: number }[] };
   'invitation.created': { invitation: SvcInvitation };

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { POLL_LIMITS } from '@svc/protocol';
 import { newId } from '../../ids.ts';
 import { type CommandGroup, refuse } from './command.ts';
-import { type PollState, pollResults, pollView } from './state.ts';
+import { type PollState, pollCounts, pollView } from './state.ts';
 
 /**
  * The key a vote is stored under: the user id, or for an anonymous poll a hash of poll and user
@@ -16,7 +16,7 @@ export function voterKey(poll: Pick<PollState, 'id' | 'anonymous'>, userId: stri
 
 /**
  * Polls: hosts and co-hosts create and end them; everyone answers once. Results follow the
- * poll's visibility: `live` (in every `poll.updated`), `after_vote` (to each voter, in the
+ * poll's visibility: `live` (counts and the new vote in every `poll.updated`), `after_vote` (to each voter, in the
  * answer's ack and `poll.get`), `after_end` (in `poll.ended`). The creator always sees them.
  * Polls stay in the room's state (and its snapshot) for the room's lifetime.
  */
@@ -53,10 +53,17 @@ export const pollCommands: CommandGroup = {
       const key = voterKey(poll, ctx.claims.userId);
       if (poll.votes.some((v) => v.voter === key)) return refuse('already_voted');
       poll.votes.push({ voter: key, option });
+      // The change only: the counts and the one new vote (a full voter list in every update
+      // would make a poll's updates O(n²) on the wire and in the room's replay buffer).
       ctx.emit('poll.updated', {
         pollId,
         totalVotes: poll.votes.length,
-        ...(poll.visibility === 'live' ? { results: pollResults(poll) } : {}),
+        ...(poll.visibility === 'live'
+          ? {
+              results: { counts: pollCounts(poll), totalVotes: poll.votes.length },
+              ...(poll.anonymous ? {} : { vote: { userId: key, option } }),
+            }
+          : {}),
       });
       return { ack: { poll: pollView(poll, ctx.claims.userId, key) } };
     },

@@ -163,11 +163,16 @@ export function pollView(poll: PollState, viewer: string | null, voterKey: strin
   };
 }
 
-export function pollResults(poll: PollState) {
+/** Votes per option, in option order. */
+export function pollCounts(poll: PollState) {
   const counts = poll.options.map(() => 0);
   for (const v of poll.votes) counts[v.option] = (counts[v.option] ?? 0) + 1;
+  return counts;
+}
+
+function pollResults(poll: PollState) {
   return {
-    counts,
+    counts: pollCounts(poll),
     totalVotes: poll.votes.length,
     ...(poll.anonymous
       ? {}

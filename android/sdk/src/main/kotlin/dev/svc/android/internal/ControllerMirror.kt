@@ -6,6 +6,7 @@ import dev.svc.android.SvcControllerEvent
 import dev.svc.android.SvcEmojiReaction
 import dev.svc.android.SvcMediaState
 import dev.svc.android.SvcPoll
+import dev.svc.android.SvcPollResults
 import dev.svc.android.SvcRoomControllerState
 import dev.svc.android.SvcRoomOptions
 import dev.svc.android.SvcRoomRole
@@ -164,7 +165,7 @@ internal class ControllerMirror(
 
             is PollUpdatedData -> s.copy(
                 polls = s.polls.map { p ->
-                    if (p.id == d.pollId) p.copy(totalVotes = d.totalVotes, results = d.results ?: p.results) else p
+                    if (p.id == d.pollId) p.copy(totalVotes = d.totalVotes, results = updatedResults(p.results, d)) else p
                 },
             )
 
@@ -272,4 +273,17 @@ internal class ControllerMirror(
         /** At most this many reactions are kept. */
         const val MAX_REACTIONS = 200
     }
+}
+
+/**
+ * A poll's results after a `poll.updated`: its counts, and the votes held so far plus the new one
+ * (each user once: an answer's ack may already have brought it). An update that carries the full
+ * list replaces it; one without results leaves them as they are.
+ */
+private fun updatedResults(held: SvcPollResults?, update: PollUpdatedData): SvcPollResults? {
+    val results = update.results ?: return held
+    val vote = update.vote
+    if (results.votes != null || (held?.votes == null && vote == null)) return results
+    val votes = held?.votes.orEmpty().filter { it.userId != vote?.userId } + listOfNotNull(vote)
+    return results.copy(votes = votes)
 }

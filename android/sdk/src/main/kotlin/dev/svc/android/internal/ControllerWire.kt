@@ -17,6 +17,7 @@ import dev.svc.android.SvcNetworkQuality
 import dev.svc.android.SvcParticipantState
 import dev.svc.android.SvcPoll
 import dev.svc.android.SvcPollResults
+import dev.svc.android.SvcPollVote
 import dev.svc.android.SvcPollVisibility
 import dev.svc.android.SvcRaisedHand
 import dev.svc.android.SvcRoomRole
@@ -305,8 +306,14 @@ internal data class HandLoweredData(val userId: String, val by: String?)
 @Serializable
 internal data class PollData(val poll: SvcPoll)
 
+/** One more answer: with `live` results, the counts (results without votes) and the new vote unless anonymous. */
 @Serializable
-internal data class PollUpdatedData(val pollId: String, val totalVotes: Int, val results: SvcPollResults? = null)
+internal data class PollUpdatedData(
+    val pollId: String,
+    val totalVotes: Int,
+    val results: SvcPollResults? = null,
+    val vote: SvcPollVote? = null,
+)
 
 @Serializable
 internal data class Reaction(val userId: String, val emoji: String, val ts: Long)

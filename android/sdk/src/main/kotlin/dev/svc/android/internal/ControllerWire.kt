@@ -17,8 +17,8 @@ import dev.svc.android.SvcNetworkQuality
 import dev.svc.android.SvcParticipantState
 import dev.svc.android.SvcPoll
 import dev.svc.android.SvcPollResults
-import dev.svc.android.SvcPollVote
 import dev.svc.android.SvcPollVisibility
+import dev.svc.android.SvcPollVote
 import dev.svc.android.SvcRaisedHand
 import dev.svc.android.SvcRoomRole
 import dev.svc.android.SvcRoomSettings

@@ -16,9 +16,9 @@ export function voterKey(poll: Pick<PollState, 'id' | 'anonymous'>, userId: stri
 
 /**
  * Polls: hosts and co-hosts create and end them; everyone answers once. Results follow the
- * poll's visibility: `live` (counts and the new vote in every `poll.updated`), `after_vote` (to each voter, in the
- * answer's ack and `poll.get`), `after_end` (in `poll.ended`). The creator always sees them.
- * Polls stay in the room's state (and its snapshot) for the room's lifetime.
+ * poll's visibility: `live` (counts and the new vote in every `poll.updated`), `after_vote` (to
+ * each voter, in the answer's ack and `poll.get`), `after_end` (in `poll.ended`). The creator
+ * always sees them. Polls stay in the room's state (and its snapshot) for the room's lifetime.
  */
 export const pollCommands: CommandGroup = {
   'poll.create': {

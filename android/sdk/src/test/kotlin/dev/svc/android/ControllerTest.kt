@@ -220,6 +220,9 @@ class ControllerTest {
                 assertTrue(outcomes.filter { it.isFailure }.all { (it.exceptionOrNull() as SvcException).code == "already_voted" })
                 val poll = h.ctl.await("six votes") { s -> s.polls.any { it.id == id && it.totalVotes == 6 } }.polls.first { it.id == id }
                 assertEquals(listOf(3, 3), poll.results?.counts)
+                // Each update brings one vote; the mirror holds them all, each voter once.
+                val votes = poll.results?.votes.orEmpty().map { it.userId to it.option }.sortedBy { it.first }
+                assertEquals((0..5).map { "v$it" to it % 2 }, votes)
                 assertEquals(0, voters[0].ctl.getPoll(id, refresh = true)?.myVote)
                 refused("poll_option_invalid") { h.ctl.respondToPoll(id, 7) }
 

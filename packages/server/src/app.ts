@@ -303,5 +303,7 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   await app.register(verifyPlugin, { svc: services });
   await app.register(webhooksPlugin, { svc: services });
   await app.register(realtimePlugin, { svc: services });
+  // Every area has declared its settings: record claims a store from before claims lacks.
+  app.addHook('onReady', () => projects.reconcileClaims());
   return app;
 }

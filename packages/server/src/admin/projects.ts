@@ -1,11 +1,12 @@
 import type { CreateProjectBody, Product, Project, UpdateProjectBody } from '@svc/protocol';
 import { PRODUCTS } from '@svc/protocol';
+import type { Transaction } from 'kysely';
 import type { KeyStore } from '../auth/key-store.ts';
 import type { Clock } from '../clock.ts';
 import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import { json, type Store } from '../storage/db.ts';
-import type { ProjectsTable } from '../storage/schema.ts';
+import type { Database, ProjectsTable } from '../storage/schema.ts';
 
 export function toProject(row: ProjectsTable): Project {
   return {
@@ -29,6 +30,18 @@ export type SettingsValidator = (
   project: Project,
 ) => Record<string, unknown> | Promise<Record<string, unknown>>;
 
+/**
+ * Values of a product's settings that one project at a time may hold (Links' custom domains):
+ * stored as claims (`project_claims`, `<product>:<value>`) in the transaction that writes the
+ * settings, so two projects claiming the same value at once cannot both succeed.
+ */
+export interface UniqueSettings {
+  /** The values the (validated) settings hold. */
+  values(settings: Record<string, unknown>): string[];
+  /** The refusal when another project holds `value`. */
+  taken(value: string): ApiError;
+}
+
 /** Rounds of read, validate and conditional write before an update gives up (503). */
 const UPDATE_ROUNDS = 8;
 
@@ -38,6 +51,7 @@ export type ProjectListener = (projectId: string, deleted: boolean) => void;
 /** Projects: create, read, update (including per-product settings), delete. */
 export class ProjectService {
   private settingsValidators = new Map<string, SettingsValidator>();
+  private uniqueSettings = new Map<string, UniqueSettings>();
   private listeners: ProjectListener[] = [];
 
   constructor(
@@ -46,9 +60,39 @@ export class ProjectService {
     private clock: Clock,
   ) {}
 
-  /** Lets a product area validate (and normalise) its part of `settings` on PATCH. */
-  registerSettings(product: string, validator: SettingsValidator) {
+  /**
+   * Lets a product area validate (and normalise) its part of `settings` on PATCH, and declare the
+   * values in it that no two projects may hold.
+   */
+  registerSettings(product: string, validator: SettingsValidator, unique?: UniqueSettings) {
     this.settingsValidators.set(product, validator);
+    if (unique) this.uniqueSettings.set(product, unique);
+  }
+
+  /**
+   * Records the claims that stored settings hold but `project_claims` lacks (a store written
+   * before claims existed); a value two projects already hold stays with the first. Run at start.
+   */
+  async reconcileClaims(): Promise<void> {
+    if (this.uniqueSettings.size === 0) return;
+    for (const project of await this.list()) {
+      const claims = this.claimsOf(project.settings, [...this.uniqueSettings.keys()]);
+      if (claims.length === 0) continue;
+      await this.store.db
+        .insertInto('project_claims')
+        .values(claims.map((claim) => ({ claim, project_id: project.id })))
+        .onConflict((oc) => oc.column('claim').doNothing())
+        .execute();
+    }
+  }
+
+  /** The claims `settings` hold for `products` (those that declared unique values). */
+  private claimsOf(settings: Record<string, unknown>, products: string[]): string[] {
+    return products.flatMap((product) => {
+      const unique = this.uniqueSettings.get(product);
+      const value = settings[product] as Record<string, unknown> | undefined;
+      return unique && value ? unique.values(value).map((v) => `${product}:${v}`) : [];
+    });
   }
 
   /** Calls `listener` with the project id after each update or delete made on this node. */
@@ -126,13 +170,19 @@ export class ProjectService {
       if (body.name !== undefined) patch.name = body.name;
       if (body.products !== undefined) patch.products = JSON.stringify(body.products);
       if (body.webhooksEnabled !== undefined) patch.webhooks_enabled = body.webhooksEnabled ? 1 : 0;
-      const result = await this.store.db
-        .updateTable('projects')
-        .set(patch)
-        .where('id', '=', id)
-        .where('settings', '=', row.settings)
-        .executeTakeFirst();
-      if (result.numUpdatedRows === 0n) continue;
+      const products = Object.keys(body.settings ?? {}).filter((p) => this.uniqueSettings.has(p));
+      const written = await this.store.db.transaction().execute(async (trx) => {
+        const result = await trx
+          .updateTable('projects')
+          .set(patch)
+          .where('id', '=', id)
+          .where('settings', '=', row.settings)
+          .executeTakeFirst();
+        if (result.numUpdatedRows === 0n) return false;
+        if (products.length > 0) await this.writeClaims(trx, id, settings, products);
+        return true;
+      });
+      if (!written) continue;
       if (body.products !== undefined) await this.keys.invalidateEverywhere();
       this.changed(id);
       return this.get(id);
@@ -143,6 +193,44 @@ export class ProjectService {
       { retryAfter: 1 },
       { 'Retry-After': '1' },
     );
+  }
+
+  /**
+   * Makes the project's claims for `products` those of `settings`: drops the released ones and
+   * inserts the new ones, refusing (and so rolling the update back) a value another project holds.
+   */
+  private async writeClaims(
+    trx: Transaction<Database>,
+    id: string,
+    settings: Record<string, unknown>,
+    products: string[],
+  ) {
+    const wanted = new Set(this.claimsOf(settings, products));
+    const held = await trx
+      .selectFrom('project_claims')
+      .select('claim')
+      .where('project_id', '=', id)
+      .execute();
+    const released = held
+      .map((h) => h.claim)
+      .filter((c) => !wanted.has(c) && products.some((p) => c.startsWith(`${p}:`)));
+    if (released.length > 0) {
+      await trx.deleteFrom('project_claims').where('claim', 'in', released).execute();
+    }
+    const heldSet = new Set(held.map((h) => h.claim));
+    // In one order everywhere, so that two updates claiming the same values wait, not deadlock.
+    for (const claim of [...wanted].sort()) {
+      if (heldSet.has(claim)) continue;
+      const inserted = await trx
+        .insertInto('project_claims')
+        .values({ claim, project_id: id })
+        .onConflict((oc) => oc.column('claim').doNothing())
+        .executeTakeFirst();
+      if (inserted.numInsertedOrUpdatedRows === 0n) {
+        const product = claim.slice(0, claim.indexOf(':'));
+        throw this.uniqueSettings.get(product)!.taken(claim.slice(product.length + 1));
+      }
+    }
   }
 
   /**

@@ -10,7 +10,7 @@ import { DeferredMatcher } from './matching.ts';
 import { publicLinkRoutes, Redirector } from './redirect.ts';
 import { sdkLinkRoutes } from './routes.ts';
 import { LinkService } from './service.ts';
-import { LinkDirectory, linkSettingsValidator } from './settings.ts';
+import { LINK_DOMAINS, LinkDirectory, linkSettingsValidator } from './settings.ts';
 
 const PROJECTS_CHANNEL = 'links:projects';
 
@@ -38,7 +38,7 @@ export const linksPlugin: FastifyPluginAsync<{ svc: LinksDeps }> = async (app, {
   const events = new LinkEvents(store, clock, directory, links, clicks);
   const matcher = new DeferredMatcher(store, clock, directory, links, events, clicks, candidates);
 
-  svc.projects.registerSettings('links', linkSettingsValidator(svc.projects, defaultHost));
+  svc.projects.registerSettings('links', linkSettingsValidator(defaultHost), LINK_DOMAINS);
   // A project changed here: drop our cached settings and tell the other nodes to do the same.
   svc.projects.onChange((projectId, deleted) => {
     directory.invalidate();

@@ -4,9 +4,8 @@ import {
   LINK_DEFAULT_REFERRER_WINDOW_SECONDS,
   LinkSettings,
   type Product,
-  type Project,
 } from '@svc/protocol';
-import type { ProjectService } from '../admin/projects.ts';
+import type { ProjectService, UniqueSettings } from '../admin/projects.ts';
 import type { Clock } from '../clock.ts';
 import { ApiError } from '../http/problem.ts';
 import { parseDestination } from './destination.ts';
@@ -131,13 +130,19 @@ export class LinkDirectory {
   }
 }
 
+/** A custom domain belongs to one project: the admin area refuses a second with `domain_taken`. */
+export const LINK_DOMAINS: UniqueSettings = {
+  values: (settings) => (settings as LinkSettings).domains ?? [],
+  taken: (domain) => new ApiError('domain_taken', `${domain} belongs to another project.`),
+};
+
 /**
  * Validates and normalises `settings.links` for `PATCH /admin/projects/{id}`: the schema, URL
- * rules for store URLs, fingerprints in canonical form, and no custom domain that another
- * project already claims (`domain_taken`) or that is the server's own host.
+ * rules for store URLs, fingerprints in canonical form, and no custom domain that is the
+ * server's own host (one another project holds is refused through {@link LINK_DOMAINS}).
  */
-export function linkSettingsValidator(projects: ProjectService, defaultHost: string) {
-  return async (value: unknown, project: Project): Promise<Record<string, unknown>> => {
+export function linkSettingsValidator(defaultHost: string) {
+  return (value: unknown): Record<string, unknown> => {
     if (!checkSettings.Check(value)) {
       const errors = [...checkSettings.Errors(value)].slice(0, 10).map((e) => ({
         path: `body.settings.links${e.path.replaceAll('/', '.')}`,
@@ -163,14 +168,6 @@ export function linkSettingsValidator(projects: ProjectService, defaultHost: str
         'invalid_request',
         `${defaultHost} is the server's own host, every project's default link domain; list only custom domains.`,
       );
-    }
-    if (domains.length > 0) {
-      for (const other of await projects.list()) {
-        if (other.id === project.id) continue;
-        const claimed = (other.settings.links as LinkSettings | undefined)?.domains ?? [];
-        const clash = domains.find((d) => claimed.includes(d));
-        if (clash) throw new ApiError('domain_taken', `${clash} belongs to another project.`);
-      }
     }
     return settings as Record<string, unknown>;
   };

@@ -58,6 +58,23 @@ export const CORE_MIGRATIONS: Record<string, Migration> = {
         .execute();
     },
   },
+  '0003_project_claims': {
+    async up(db: Kysely<unknown>) {
+      // Values a project holds alone (a product's settings declare them: Links' custom domains).
+      await db.schema
+        .createTable('project_claims')
+        .addColumn('claim', 'text', (c) => c.primaryKey())
+        .addColumn('project_id', 'text', (c) =>
+          c.notNull().references('projects.id').onDelete('cascade'),
+        )
+        .execute();
+      await db.schema
+        .createIndex('project_claims_project_idx')
+        .on('project_claims')
+        .column('project_id')
+        .execute();
+    },
+  },
 };
 
 /** Migrations by name: the core ones and those of the areas given. */

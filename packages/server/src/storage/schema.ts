@@ -47,10 +47,17 @@ export interface SigningKeysTable {
   retired_at: string | null;
 }
 
+/** A value one project holds alone, as `<product>:<value>` (see ProjectService.registerSettings). */
+export interface ProjectClaimsTable {
+  claim: string;
+  project_id: string;
+}
+
 export interface CoreTables {
   signing_keys: SigningKeysTable;
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
+  project_claims: ProjectClaimsTable;
 }
 
 /**

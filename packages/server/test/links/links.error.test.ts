@@ -559,5 +559,53 @@ for (const backend of BACKENDS) {
         'released domains can be claimed',
       );
     });
+
+    test('two projects claiming one domain at once: exactly one gets it', async () => {
+      const patch = (id: string, domains: string[]) =>
+        s.app.inject({
+          method: 'PATCH',
+          url: `/v1/admin/projects/${id}`,
+          headers: { authorization: `Bearer ${s.adminToken}` },
+          payload: { settings: { links: { domains } } },
+        });
+      const a = await s.admin('POST', '/projects', { name: 'claims-a' });
+      const b = await s.admin('POST', '/projects', { name: 'claims-b' });
+      for (let round = 0; round < 20; round++) {
+        const domain = `go${round}.race.test`;
+        // The second domain in opposite orders: the two updates must wait, not deadlock.
+        const answers = await Promise.all([
+          patch(a.id, [domain, `x${round}.race.test`]),
+          patch(b.id, [`x${round}.race.test`, domain]),
+        ]);
+        const codes = answers.map((r) => r.statusCode).sort();
+        assert.deepEqual(codes, [200, 409], answers.map((r) => r.body).join('\n'));
+        const loser = answers.find((r) => r.statusCode === 409)!;
+        assert.equal(loser.json().code, 'domain_taken');
+        const holders = (await s.admin('GET', '/projects')).items.filter(
+          (p: { settings: { links?: { domains?: string[] } } }) =>
+            p.settings.links?.domains?.includes(domain),
+        );
+        assert.equal(holders.length, 1, `round ${round}: ${domain} held by ${holders.length}`);
+      }
+    });
+
+    test('domains stored before claims existed are claimed at start', async () => {
+      const owner = await s.admin('POST', '/projects', { name: 'old-owner' });
+      const settings = JSON.stringify({ links: { domains: ['old.claims.test'] } });
+      await s.store.db
+        .updateTable('projects')
+        .set({ settings })
+        .where('id', '=', owner.id)
+        .execute();
+      await s.app.svc.projects.reconcileClaims();
+      const other = await s.admin('POST', '/projects', { name: 'newcomer' });
+      const res = await s.app.inject({
+        method: 'PATCH',
+        url: `/v1/admin/projects/${other.id}`,
+        headers: { authorization: `Bearer ${s.adminToken}` },
+        payload: { settings: { links: { domains: ['old.claims.test'] } } },
+      });
+      refused(res, 409, 'domain_taken');
+    });
   });
 }

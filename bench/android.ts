@@ -121,17 +121,11 @@ async function typescript(server: Awaited<ReturnType<typeof startServer>>): Prom
     waiting.delete(m.message);
   };
   const room = await c.connect(opts(`bench-ts-rtt-${tag}`, 'sender'));
-  const rtts: number[] = [];
-  for (let i = 1; i <= WARMUP + MESSAGES; i++) {
+  const rtts = await roundTrips(async (i) => {
     const done = new Promise<void>((resolve) => waiting.set(`m${i}`, resolve));
-    const t0 = performance.now();
     await room.sendMessage(`m${i}`);
     await done;
-    const rtt = performance.now() - t0;
-    if (i > WARMUP) rtts.push(rtt);
-    // stay under the server's per-connection rate (50 frames/s)
-    await new Promise((resolve) => setTimeout(resolve, Math.max(0, PACE_MS - rtt)));
-  }
+  });
   await c.disconnect();
   const raw = await rawRoundTrips(make);
   gc();
@@ -157,6 +151,22 @@ async function typescript(server: Awaited<ReturnType<typeof startServer>>): Prom
   };
 }
 
+/**
+ * Times `trip(i)` for WARMUP + MESSAGES messages and returns the last MESSAGES, in ms, pausing
+ * between them to stay under the server's per-connection rate (50 frames/s).
+ */
+async function roundTrips(trip: (i: number) => Promise<void>): Promise<number[]> {
+  const rtts: number[] = [];
+  for (let i = 1; i <= WARMUP + MESSAGES; i++) {
+    const t0 = performance.now();
+    await trip(i);
+    const rtt = performance.now() - t0;
+    if (i > WARMUP) rtts.push(rtt);
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, PACE_MS - rtt)));
+  }
+  return rtts;
+}
+
 /** The same round trips over a bare `ws` socket, with no client library: Node's floor. */
 async function rawRoundTrips(make: () => SvcClient): Promise<number[]> {
   const token = await make().getToken({
@@ -177,20 +187,15 @@ async function rawRoundTrips(make: () => SvcClient): Promise<number[]> {
       if (text.includes('"message.received"')) received?.();
     });
   });
-  const rtts: number[] = [];
-  for (let i = 1; i <= WARMUP + MESSAGES; i++) {
+  const rtts = await roundTrips(async (i) => {
     const done = new Promise<void>((resolve) => {
       received = resolve;
     });
-    const t0 = performance.now();
     socket.send(
       JSON.stringify({ id: String(i), type: 'message.send', data: { message: `m${i}` } }),
     );
     await done;
-    const rtt = performance.now() - t0;
-    if (i > WARMUP) rtts.push(rtt);
-    await new Promise((resolve) => setTimeout(resolve, Math.max(0, PACE_MS - rtt)));
-  }
+  });
   socket.close();
   return rtts;
 }

@@ -56,6 +56,18 @@ object AndroidBench {
     }
 
     /**
+     * Times [trip] for [WARMUP] + [MESSAGES] messages and returns the last [MESSAGES], in ms, pausing
+     * between them to stay under the server's per-connection rate (50 frames/s).
+     */
+    private suspend fun roundTrips(trip: suspend (Int) -> Unit): List<Double> = (1..WARMUP + MESSAGES).map { i ->
+        val t0 = System.nanoTime()
+        trip(i)
+        val ms = (System.nanoTime() - t0) / 1e6
+        delay((PACE_MS - ms).toLong().coerceAtLeast(0))
+        ms
+    }.drop(WARMUP)
+
+    /**
      * The same round trips over a bare OkHttp WebSocket, with no client library: sent from this thread
      * (OkHttp writes on its writer thread) and answered on it (the reader thread completes the wait, which
      * resumes here). The floor of any OkHttp client that keeps Android's threading contract.
@@ -80,15 +92,11 @@ object AndroidBench {
             },
         )
         withTimeout(10_000) { joined.await() }
-        val rtts = (1..WARMUP + MESSAGES).map { i ->
+        val rtts = roundTrips { i ->
             val done = CompletableDeferred<Unit>().also { received.set(it) }
-            val t0 = System.nanoTime()
             socket.send("""{"id":"$i","type":"message.send","data":{"message":"m$i"}}""")
             withTimeout(10_000) { done.await() }
-            val ms = (System.nanoTime() - t0) / 1e6
-            delay((PACE_MS - ms).toLong().coerceAtLeast(0))
-            ms
-        }.drop(WARMUP)
+        }
         socket.close(1000, null)
         return rtts
     }
@@ -120,17 +128,12 @@ object AndroidBench {
         val waiting = ConcurrentHashMap<String, CompletableDeferred<Unit>>()
         c.onMessageReceived = { m, _ -> waiting.remove(m.message)?.complete(Unit) }
         val room = c.connect(roomOptions("bench-kt-rtt-$tag", "sender"))
-        val rtts = (1..WARMUP + MESSAGES).map { i ->
+        val rtts = roundTrips { i ->
             val done = CompletableDeferred<Unit>()
             waiting["m$i"] = done
-            val t0 = System.nanoTime()
             room.sendMessage("m$i")
             withTimeout(10_000) { done.await() }
-            val ms = (System.nanoTime() - t0) / 1e6
-            // stay under the server's per-connection rate (50 frames/s)
-            delay((PACE_MS - ms).toLong().coerceAtLeast(0))
-            ms
-        }.drop(WARMUP)
+        }
         c.close()
         val raw = rawRoundTrips(args)
 

@@ -766,6 +766,9 @@ export class SvcClient {
         this.#media?.applyTrickle(d.id, d.candidate);
         return;
       }
+      case 'media.ended':
+        this.#media?.applyEnded((frame.data as { id: string }).id);
+        return;
     }
     if (typeof frame.seq !== 'number' || !this.#room) return;
     if (frame.seq <= run.lastSeq) return;

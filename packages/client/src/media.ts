@@ -32,6 +32,9 @@ interface IceCandidateLike {
 /** A browser RTCPeerConnection (the parts Svc uses). */
 export interface SvcPeerConnection {
   onicecandidate: ((ev: { candidate: IceCandidateLike | null }) => void) | null;
+  /** 'failed' when ICE or DTLS failed for good (an implementation without it never recovers). */
+  readonly connectionState?: string;
+  onconnectionstatechange: (() => void) | null;
   ontrack: ((ev: { track: SvcMediaStreamTrack }) => void) | null;
   addTransceiver(track: SvcMediaStreamTrack, init: { direction: string }): unknown;
   createOffer(): Promise<SessionDescription>;
@@ -93,6 +96,8 @@ interface Publication {
   muted: boolean;
   /** Increases on every (re)publish; a stale attempt stops itself. */
   attempt: number;
+  /** PeerConnections that failed in a row without ever connecting. */
+  failures: number;
 }
 
 interface Subscription {
@@ -103,6 +108,12 @@ interface Subscription {
 }
 
 const emptyStats = async () => new Map<string, Record<string, unknown>>();
+
+/**
+ * A publication or subscription whose PeerConnection failed this many times in a row without
+ * connecting is given up (events.failed with media_failed): the network cannot carry it.
+ */
+const MAX_CONNECTION_FAILURES = 5;
 
 function webrtc() {
   const g = globalThis as unknown as {
@@ -150,6 +161,8 @@ export class MediaSession {
   readonly #tracks = new Map<string, SvcTrackInfo>();
   readonly #pubs = new Map<SvcTrackSource, Publication>();
   readonly #subs = new Map<string, Subscription>();
+  /** Subscriptions that ended or failed in a row without connecting, by trackId. */
+  readonly #subFailures = new Map<string, number>();
   #iceServers: SvcIceServer[] = [];
   #selfSid = '';
   #closed = false;
@@ -311,7 +324,15 @@ export class MediaSession {
 
   /** Publishes an existing track as `source` (e.g. a canvas capture). */
   async publishTrack(source: SvcTrackSource, track: SvcMediaStreamTrack) {
-    const pub: Publication = { source, track, trackId: null, pc: null, muted: false, attempt: 0 };
+    const pub: Publication = {
+      source,
+      track,
+      trackId: null,
+      pc: null,
+      muted: false,
+      attempt: 0,
+      failures: 0,
+    };
     this.#pubs.set(source, pub);
     try {
       await this.#publish(pub);
@@ -340,6 +361,11 @@ export class MediaSession {
       const candidate = ev.candidate ? ev.candidate.toJSON() : null;
       if (!trackId) early.push(candidate);
       else this.#trickle(trackId, candidate);
+    };
+    pc.onconnectionstatechange = () => {
+      if (pub.pc !== pc || this.#closed) return;
+      if (pc.connectionState === 'connected') pub.failures = 0;
+      if (pc.connectionState === 'failed') this.#publicationFailed(pub);
     };
     pc.addTransceiver(pub.track, { direction: 'sendonly' });
     const offer = await pc.createOffer();
@@ -386,6 +412,30 @@ export class MediaSession {
         this.events.failed(err);
       },
     );
+  }
+
+  /**
+   * The publication's PeerConnection failed here (ICE or DTLS): the server's track is released and
+   * the source published again on a new PeerConnection, unless it failed too often in a row.
+   */
+  #publicationFailed(pub: Publication) {
+    const trackId = pub.trackId;
+    if (trackId) this.transport.request('media.unpublish', { trackId }).catch(() => {});
+    if (++pub.failures > MAX_CONNECTION_FAILURES) {
+      this.#pubs.delete(pub.source);
+      pub.attempt++;
+      pub.pc?.close();
+      pub.track.stop();
+      this.#recover(pub, false);
+      this.events.failed(
+        new SvcError(
+          'media_failed',
+          `The ${pub.source} connection failed ${pub.failures - 1} times.`,
+        ),
+      );
+      return;
+    }
+    this.#republish(pub, 0, true);
   }
 
   /**
@@ -470,6 +520,11 @@ export class MediaSession {
       pc.ontrack = (ev) => {
         sub.track = ev.track;
       };
+      pc.onconnectionstatechange = () => {
+        if (this.#subs.get(trackId) !== sub) return;
+        if (pc.connectionState === 'connected') this.#subFailures.delete(trackId);
+        if (pc.connectionState === 'failed') this.#subscriptionEnded(trackId, sub, true);
+      };
       await pc.setRemoteDescription({ type: 'offer', sdp: String(ack.sdp) });
       const answer = await pc.createAnswer();
       await pc.setLocalDescription(answer);
@@ -480,6 +535,46 @@ export class MediaSession {
       if (this.#subs.get(trackId) === sub) this.#closeSub(trackId, sub);
       throw err;
     }
+  }
+
+  /** Session frame media.ended: the server dropped the subscription `id` (its engine hung up). */
+  applyEnded(id: string) {
+    for (const [trackId, sub] of this.#subs) {
+      if (sub.subscriptionId === id) this.#subscriptionEnded(trackId, sub, false);
+    }
+  }
+
+  /**
+   * A subscription's PeerConnection is gone: the server ended it, or it failed here (`release`:
+   * the server still holds it). The track is subscribed to again on a new PeerConnection while
+   * it is published, unless it failed too often in a row.
+   */
+  #subscriptionEnded(trackId: string, sub: Subscription, release: boolean) {
+    this.#closeSub(trackId, sub);
+    if (this.#closed) return;
+    if (release && sub.subscriptionId) {
+      this.transport
+        .request('media.unsubscribe', { subscriptionId: sub.subscriptionId })
+        .catch(() => {});
+    }
+    const failures = (this.#subFailures.get(trackId) ?? 0) + 1;
+    this.#subFailures.set(trackId, failures);
+    if (failures > MAX_CONNECTION_FAILURES) {
+      this.#subFailures.delete(trackId);
+      this.events.failed(
+        new SvcError(
+          'media_failed',
+          `The subscription to ${trackId} failed ${failures - 1} times.`,
+        ),
+      );
+      return;
+    }
+    this.#recover(sub, true);
+    this.subscribe(trackId)
+      .catch((err) => {
+        if ((err as SvcError).code !== 'track_not_found') this.events.failed(err);
+      })
+      .finally(() => this.#recover(sub, false));
   }
 
   #subscribeQuietly(track: SvcTrackInfo) {

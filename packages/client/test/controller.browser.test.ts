@@ -34,7 +34,7 @@ describe('room controller mute in real browsers', { skip: skip ?? false, timeout
   let host: TestClient | null = null;
 
   before(async () => {
-    net = mediaNetwork('cbr', 23);
+    net = mediaNetwork('cbr', 24);
     const bundle = await bundlePage();
     s = await startListeningServer(BACKENDS[0]!, { ...mediaEnv(net) });
     await s.app.svc.media!.ready(10_000);

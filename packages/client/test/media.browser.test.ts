@@ -3,6 +3,8 @@ import { after, before, describe, test } from 'node:test';
 import { BACKENDS, uniqueName } from '../../server/test/helpers.ts';
 import {
   janusHandles,
+  janusHangup,
+  janusPeerHandles,
   type MediaNetwork,
   mediaEnv,
   mediaNetwork,
@@ -31,6 +33,8 @@ interface Remote {
   samples: number;
   packets: number;
   width: number;
+  /** The subscribing PeerConnection's transport, `<iceState>/<dtlsState>`. */
+  transport: string;
 }
 
 describe('media in real browsers', { skip: skip ?? false, timeout: 240_000 }, () => {
@@ -309,6 +313,91 @@ describe('media in real browsers', { skip: skip ?? false, timeout: 240_000 }, ()
       }
       assert.deepEqual(states, ['RECONNECTING', 'CONNECTED']);
     }
+  });
+
+  /** Waits until every client's state since `before` ends CONNECTED; returns those states. */
+  async function statesSince(b: TestBrowser, before: number) {
+    const deadline = Date.now() + 10_000;
+    let states: string[] = [];
+    for (;;) {
+      states = (await b.page.evaluate(() => (window as any).svcm.states)).slice(before);
+      if (states.at(-1) === 'CONNECTED' || Date.now() > deadline) return states;
+      await b.page.waitForTimeout(50);
+    }
+  }
+  const stateCount = (b: TestBrowser) =>
+    b.page.evaluate(() => (window as any).svcm.states.length as number);
+
+  test('subscriptions whose PeerConnection Janus hangs up are subscribed to again', async () => {
+    const hungUp = (await janusPeerHandles(net)).filter((h) => h.type === 'subscriber');
+    assert.ok(hungUp.length >= 4, JSON.stringify(hungUp));
+    const tracks = [...(await remote(alice)), ...(await remote(bob))].map((t) => t.trackId);
+    const before = await Promise.all([alice, bob].map(stateCount));
+    for (const h of hungUp) await janusHangup(net, h);
+    // New PeerConnections (connected DTLS: the hung-up ones show `closed`) for the same tracks.
+    const fresh = (r: Remote[], userId: string, source: string) =>
+      r.find(
+        (t) =>
+          t.userId === userId &&
+          t.source === source &&
+          t.transport === 'connected/connected' &&
+          (t.framesDecoded >= 5 || t.samples >= 24_000),
+      );
+    await waitRemote(
+      bob,
+      (r) => !!fresh(r, 'alice', 'screen') && !!fresh(r, 'alice', 'microphone'),
+      'bob decodes alice again',
+      20_000,
+    );
+    await waitRemote(
+      alice,
+      (r) => !!fresh(r, 'bob', 'camera') && !!fresh(r, 'bob', 'microphone'),
+      'alice decodes bob again',
+      20_000,
+    );
+    assert.deepEqual(
+      [...(await remote(alice)), ...(await remote(bob))].map((t) => t.trackId).sort(),
+      tracks.sort(),
+      'the same tracks',
+    );
+    const now = (await janusPeerHandles(net)).map((h) => h.handleId);
+    assert.equal(
+      hungUp.some((h) => now.includes(h.handleId)),
+      false,
+      'the hung-up handles are gone',
+    );
+    for (const [i, b] of [alice, bob].entries()) {
+      assert.deepEqual(await statesSince(b, before[i]!), ['RECONNECTING', 'CONNECTED']);
+    }
+  });
+
+  test('a publication whose PeerConnection Janus hangs up is published again', async () => {
+    const old = [...(await remote(alice)), ...(await remote(bob))].map((t) => t.trackId);
+    const camera = (await remote(alice)).find((t) => t.userId === 'bob' && t.source === 'camera')!;
+    const handles = await janusPeerHandles(net);
+    const before = await stateCount(bob);
+    // Janus's admin API names no track ids: every publisher is hung up, and each comes back as
+    // a new track.
+    for (const h of handles.filter((x) => x.type === 'publisher')) await janusHangup(net, h);
+    await waitRemote(
+      alice,
+      (r) => !!decodingVideo(r, 'bob', 'camera', 5, old) && !!hearing(r, 'bob', old),
+      'alice decodes bob’s new tracks',
+      20_000,
+    );
+    await waitRemote(
+      bob,
+      (r) => !!decodingVideo(r, 'alice', 'screen', 5, old) && !!hearing(r, 'alice', old),
+      'bob decodes alice’s new tracks',
+      20_000,
+    );
+    const stopped = await alice.page.evaluate(
+      (id) =>
+        (window as any).svcm.events.find((e: any) => e.type === 'stopped' && e.trackId === id),
+      camera.trackId,
+    );
+    assert.ok(stopped, 'alice saw bob’s old camera stop');
+    assert.deepEqual(await statesSince(bob, before), ['RECONNECTING', 'CONNECTED']);
   });
 
   test('leaving frees every Janus handle', async () => {

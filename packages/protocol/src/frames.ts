@@ -128,6 +128,10 @@ export const SERVER_FRAME_SCHEMAS = {
     'media.trickle',
     Type.Object({ id: Type.String(), candidate: Type.Union([IceCandidateSchema, Type.Null()]) }),
   ),
+  'media.ended': eventFrame(
+    'media.ended',
+    Type.Object({ id: Type.String(), trackId: Type.String() }),
+  ),
   'app.*': Type.Object({
     type: Type.String({ pattern: '^app\\.[a-z0-9_.-]{1,64}$' }),
     seq: Type.Integer({ minimum: 0 }),

@@ -189,3 +189,14 @@ export interface MediaTrickleFrameData {
   id: string;
   candidate: IceCandidate | null;
 }
+
+/**
+ * Session frame `media.ended` (server → client): the engine hung up the PeerConnection of the
+ * subscription `id` (ICE or DTLS failed on its side) to the track `trackId`, and the server
+ * dropped the subscription. The client subscribes to the track again while it is published.
+ * A publisher whose PeerConnection hangs up sees `media.stopped` with reason HANGUP instead.
+ */
+export interface MediaEndedFrameData {
+  id: string;
+  trackId: string;
+}

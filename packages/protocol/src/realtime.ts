@@ -2,6 +2,7 @@ import { type Static, Type } from '@sinclair/typebox';
 import { PageMeta, PageQuery, Timestamp } from './common.ts';
 import {
   MEDIA_REQUEST_TYPES,
+  type MediaEndedFrameData,
   type MediaEventData,
   MediaSnapshotSchema,
   type MediaTrickleFrameData,
@@ -434,6 +435,8 @@ export interface SessionFrameData {
   'session.closed': { reason: LeaveReason; code: string; closeCode: number; message?: string };
   /** A server-side ICE candidate for one of this client's PeerConnections (media.ts). */
   'media.trickle': MediaTrickleFrameData;
+  /** The server's side of one of this client's subscriptions hung up (media.ts). */
+  'media.ended': MediaEndedFrameData;
 }
 
 /** Room events' `data` (media events: media.ts). */

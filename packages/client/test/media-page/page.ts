@@ -111,12 +111,15 @@ const svcm = {
       let width = 0;
       let candidateType = '';
       let packets = 0;
+      // The transport's ICE and DTLS states (what a failing test reports).
+      let transport = '';
       const stats = await t.getStats();
       // The pair in use: the transport's selected one, else a nominated pair that succeeded.
       let pairId = '';
       for (const r of stats.values()) {
-        if (r.type === 'transport' && r.selectedCandidatePairId)
-          pairId = String(r.selectedCandidatePairId);
+        if (r.type !== 'transport') continue;
+        transport = `${r.iceState ?? '?'}/${r.dtlsState ?? '?'}`;
+        if (r.selectedCandidatePairId) pairId = String(r.selectedCandidatePairId);
       }
       for (const r of stats.values()) {
         if (r.type === 'candidate-pair' && !pairId && r.nominated && r.state === 'succeeded') {
@@ -140,6 +143,7 @@ const svcm = {
         packets,
         width,
         candidateType,
+        transport,
         hasTrack: !!track,
       });
     }

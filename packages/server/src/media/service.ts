@@ -568,11 +568,19 @@ export class MediaService {
       this.sendToSid(leg.rid, leg.sid, JSON.stringify(frame));
       return;
     }
-    // The PeerConnection is gone (ICE failed, the client closed it): a publisher's track stops.
+    // The PeerConnection is gone (ICE or DTLS failed, the client closed it): a publisher's
+    // track stops (media.stopped HANGUP, and its client publishes again); a subscriber is told
+    // its subscription ended (media.ended), and its client subscribes again.
     if (leg.kind === 'pub') {
       await this.rooms.removeTracks(leg.rid, (t) => t.trackId === leg.id, 'HANGUP');
     }
+    const dropped = this.legs.get(leg.id) === leg;
     await this.dropLeg(leg);
+    if (leg.kind === 'sub' && dropped) {
+      const data = { id: leg.id, trackId: leg.trackId };
+      const frame = { type: 'media.ended', seq: 0, ts: this.now(), data };
+      this.sendToSid(leg.rid, leg.sid, JSON.stringify(frame));
+    }
   }
 
   /**

@@ -118,6 +118,63 @@ export async function janusHandles(net: MediaNetwork, adminPort = 7188): Promise
   }
 }
 
+/** The videoroom handles Janus holds (publishers and subscribers), over its admin API. */
+export async function janusPeerHandles(
+  net: MediaNetwork,
+  adminPort = 7188,
+): Promise<{ sessionId: number; handleId: number; type: 'publisher' | 'subscriber' }[]> {
+  const admin = new JanusSocket(`ws://${net.janusIp}:${adminPort}`, 'janus-admin-protocol');
+  await admin.open();
+  try {
+    const out: { sessionId: number; handleId: number; type: 'publisher' | 'subscriber' }[] = [];
+    const res = await admin.request({ janus: 'list_sessions', admin_secret: ADMIN_SECRET });
+    for (const sessionId of res.sessions as number[]) {
+      const h = await admin.request({
+        janus: 'list_handles',
+        session_id: sessionId,
+        admin_secret: ADMIN_SECRET,
+      });
+      for (const handleId of h.handles as number[]) {
+        const info = await admin.request({
+          janus: 'handle_info',
+          session_id: sessionId,
+          handle_id: handleId,
+          admin_secret: ADMIN_SECRET,
+        });
+        const type = (info.info as { plugin_specific?: { type?: string } } | undefined)
+          ?.plugin_specific?.type;
+        if (type === 'publisher' || type === 'subscriber') out.push({ sessionId, handleId, type });
+      }
+    }
+    return out;
+  } finally {
+    admin.close();
+  }
+}
+
+/**
+ * Makes Janus hang up a handle's PeerConnection (admin `hangup_webrtc`), as it does when ICE or
+ * DTLS fails on its side: it sends a DTLS close alert and reports the hang-up to the server.
+ */
+export async function janusHangup(
+  net: MediaNetwork,
+  handle: { sessionId: number; handleId: number },
+  adminPort = 7188,
+) {
+  const admin = new JanusSocket(`ws://${net.janusIp}:${adminPort}`, 'janus-admin-protocol');
+  await admin.open();
+  try {
+    await admin.request({
+      janus: 'hangup_webrtc',
+      session_id: handle.sessionId,
+      handle_id: handle.handleId,
+      admin_secret: ADMIN_SECRET,
+    });
+  } finally {
+    admin.close();
+  }
+}
+
 /**
  * A syntactically complete single-track offer, as a WebRTC stack would send it. Janus answers
  * it (it checks ICE and DTLS only when media flows), which is all signaling tests need.

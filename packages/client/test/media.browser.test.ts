@@ -400,6 +400,44 @@ describe('media in real browsers', { skip: skip ?? false, timeout: 240_000 }, ()
     assert.deepEqual(await statesSince(bob, before), ['RECONNECTING', 'CONNECTED']);
   });
 
+  test('PeerConnections that fail are published and subscribed to again', async () => {
+    const old = [...(await remote(alice)), ...(await remote(bob))].map((t) => t.trackId);
+    const subscribers = (await janusPeerHandles(net)).filter((h) => h.type === 'subscriber');
+    const before = await stateCount(alice);
+    await alice.page.evaluate(() => (window as any).svcm.reportFailed());
+    // Alice's publications come back as new tracks; her subscriptions to Bob's on new
+    // PeerConnections (the failed ones were released: every subscriber handle is new).
+    await waitRemote(
+      bob,
+      (r) => !!decodingVideo(r, 'alice', 'screen', 5, old) && !!hearing(r, 'alice', old),
+      'bob decodes alice’s new tracks',
+      20_000,
+    );
+    const fresh = (r: Remote[], source: string) =>
+      r.find(
+        (t) =>
+          t.userId === 'bob' &&
+          t.source === source &&
+          old.includes(t.trackId) &&
+          t.transport === 'connected/connected' &&
+          (t.framesDecoded >= 5 || t.samples >= 24_000),
+      );
+    await waitRemote(
+      alice,
+      (r) => !!fresh(r, 'camera') && !!fresh(r, 'microphone'),
+      'alice decodes bob again',
+      20_000,
+    );
+    const now = (await janusPeerHandles(net)).filter((h) => h.type === 'subscriber');
+    assert.equal(now.length, subscribers.length, JSON.stringify(now));
+    assert.equal(
+      subscribers.some((h) => now.some((n) => n.handleId === h.handleId)),
+      false,
+      'no subscription of before is left',
+    );
+    assert.deepEqual(await statesSince(alice, before), ['RECONNECTING', 'CONNECTED']);
+  });
+
   test('leaving frees every Janus handle', async () => {
     for (const b of [alice, bob]) await b.page.evaluate(() => (window as any).svcm.disconnect());
     const deadline = Date.now() + 10_000;

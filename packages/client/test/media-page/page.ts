@@ -11,6 +11,16 @@ interface Seen {
   at: number;
 }
 
+// Every PeerConnection the page creates (reportFailed reaches them).
+const peerConnections: RTCPeerConnection[] = [];
+const NativePeerConnection = RTCPeerConnection;
+window.RTCPeerConnection = class extends NativePeerConnection {
+  constructor(config?: RTCConfiguration) {
+    super(config);
+    peerConnections.push(this);
+  }
+};
+
 const events: Seen[] = [];
 const states: string[] = [];
 let client: SvcClient | null = null;
@@ -85,6 +95,17 @@ const svcm = {
   /** Resolves once every local track's media is flowing to the SFU. */
   async sending() {
     for (const t of client?.room?.localTracks ?? []) await sending(t);
+  },
+  /**
+   * Reports connectionState `failed` on every open PeerConnection, as the browser does when the
+   * network path dies (tests cannot cut a path on these machines: no netfilter or qdisc).
+   */
+  reportFailed() {
+    for (const pc of [...peerConnections]) {
+      if (pc.signalingState === 'closed') continue;
+      Object.defineProperty(pc, 'connectionState', { value: 'failed', configurable: true });
+      pc.onconnectionstatechange?.(new Event('connectionstatechange'));
+    }
   },
   /** Closes the signaling socket abnormally (a drop): the client resumes by itself. */
   dropSocket() {

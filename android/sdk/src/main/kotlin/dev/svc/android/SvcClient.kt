@@ -11,6 +11,7 @@ import dev.svc.android.internal.CloseCodes
 import dev.svc.android.internal.ControllerMirror
 import dev.svc.android.internal.EventFrame
 import dev.svc.android.internal.LockedDispatcher
+import dev.svc.android.internal.MediaEndedData
 import dev.svc.android.internal.MediaEngine
 import dev.svc.android.internal.MediaMutedData
 import dev.svc.android.internal.MediaSession
@@ -591,6 +592,12 @@ public class SvcClient internal constructor(
                 r.media?.onServerCandidate(frame.data as MediaTrickleData)
                 return
             }
+
+            "media.ended" -> {
+                val media = r.media ?: return
+                scope.launch { runCatching { media.onEnded(frame.data as MediaEndedData) } }
+                return
+            }
         }
         val room = currentRoom ?: return
         if (frame.seq <= r.lastSeq) return
@@ -632,8 +639,9 @@ public class SvcClient internal constructor(
                 val media = r.media
                 if (media != null) {
                     scope.launch {
-                        val republish =
-                            data.reason == SvcTrackStopReason.ENGINE_RESTARTED || data.reason == SvcTrackStopReason.MOVED
+                        val republish = data.reason == SvcTrackStopReason.ENGINE_RESTARTED ||
+                            data.reason == SvcTrackStopReason.MOVED ||
+                            data.reason == SvcTrackStopReason.HANGUP
                         runCatching { media.onTrackStopped(data.track, self.sid, republish) }
                     }
                 }

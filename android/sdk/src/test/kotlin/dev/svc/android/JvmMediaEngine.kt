@@ -43,6 +43,13 @@ internal class JvmMediaEngine : MediaEngine {
     private val adm = HeadlessAudioDeviceModule()
     private val factory = PeerConnectionFactory(adm)
     private val peers = CopyOnWriteArrayList<RTCPeerConnection>()
+    private val reporters = CopyOnWriteArrayList<PeerEvents>()
+
+    /**
+     * Reports ICE failure on every PeerConnection, as libwebrtc does when the network path dies (tests on
+     * this machine cannot cut a path: it has no netfilter or qdisc). Closed ones are ignored by the library.
+     */
+    fun reportFailed() = reporters.forEach { it.onFailed() }
 
     override fun createPeer(iceServers: List<SvcIceServer>, events: PeerEvents): MediaPeer {
         val config = RTCConfiguration().apply {
@@ -66,7 +73,11 @@ internal class JvmMediaEngine : MediaEngine {
                 }
 
                 override fun onIceConnectionChange(state: RTCIceConnectionState) {
-                    if (state == RTCIceConnectionState.FAILED) events.onFailed()
+                    when (state) {
+                        RTCIceConnectionState.CONNECTED -> events.onConnected()
+                        RTCIceConnectionState.FAILED -> events.onFailed()
+                        else -> Unit
+                    }
                 }
 
                 override fun onTrack(transceiver: RTCRtpTransceiver) {
@@ -77,6 +88,7 @@ internal class JvmMediaEngine : MediaEngine {
             },
         )
         peers += pc
+        reporters += events
         return JvmPeer(pc)
     }
 

@@ -1,14 +1,28 @@
 package dev.svc.android
 
 import dev.onvoid.webrtc.media.audio.AudioTrack
+import dev.onvoid.webrtc.media.audio.AudioTrackSink
 import dev.onvoid.webrtc.media.video.VideoTrack
 import dev.onvoid.webrtc.media.video.VideoTrackSink
 import java.io.File
+import java.util.concurrent.atomic.AtomicInteger
+import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.delay
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
+import kotlinx.serialization.json.Json
+import kotlinx.serialization.json.JsonElement
+import kotlinx.serialization.json.JsonObject
+import kotlinx.serialization.json.JsonPrimitive
+import kotlinx.serialization.json.jsonArray
+import kotlinx.serialization.json.jsonObject
+import kotlinx.serialization.json.jsonPrimitive
+import kotlinx.serialization.json.long
 import okhttp3.OkHttpClient
 import okhttp3.Request
+import okhttp3.Response
+import okhttp3.WebSocket
+import okhttp3.WebSocketListener
 import org.junit.jupiter.api.AfterAll
 import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertTrue
@@ -27,6 +41,7 @@ import org.junit.jupiter.api.assertThrows
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class MediaTest {
     private lateinit var server: TestServer
+    private val adminPort = TestServer.freePort()
 
     @BeforeAll
     fun start() {
@@ -35,7 +50,8 @@ class MediaTest {
             mapOf(
                 "SVC_MEDIA" to "auto",
                 "SVC_JANUS_WS_PORT" to TestServer.freePort().toString(),
-                "SVC_JANUS_ADMIN_PORT" to TestServer.freePort().toString(),
+                "SVC_JANUS_ADMIN_PORT" to adminPort.toString(),
+                "SVC_JANUS_ADMIN_SECRET" to ADMIN_SECRET,
                 "SVC_MEDIA_RTP_PORTS" to "42000-42400",
             ),
         )
@@ -187,6 +203,122 @@ class MediaTest {
         }
     }
 
+    /** One request to Janus's admin API, on a WebSocket of its own; returns the answer. */
+    private suspend fun janusAdmin(vararg fields: Pair<String, Any>): JsonObject {
+        val transaction = "t${System.nanoTime()}"
+        val body = fields.associate { (k, v) -> k to (if (v is Number) JsonPrimitive(v) else JsonPrimitive(v.toString())) } +
+            mapOf("transaction" to JsonPrimitive(transaction), "admin_secret" to JsonPrimitive(ADMIN_SECRET))
+        val answer = CompletableDeferred<JsonObject>()
+        val request = Request.Builder().url("ws://127.0.0.1:$adminPort").header("Sec-WebSocket-Protocol", "janus-admin-protocol").build()
+        val socket = OkHttpClient().newWebSocket(
+            request,
+            object : WebSocketListener() {
+                override fun onOpen(webSocket: WebSocket, response: Response) {
+                    webSocket.send(JsonObject(body).toString())
+                }
+
+                override fun onMessage(webSocket: WebSocket, text: String) {
+                    val m = Json.parseToJsonElement(text).jsonObject
+                    if (m["transaction"]?.jsonPrimitive?.content == transaction) answer.complete(m)
+                }
+
+                override fun onFailure(webSocket: WebSocket, t: Throwable, response: Response?) {
+                    answer.completeExceptionally(t)
+                }
+            },
+        )
+        try {
+            return withTimeout(10_000) { answer.await() }
+        } finally {
+            socket.close(1000, null)
+        }
+    }
+
+    /** Janus's subscriber handles, as (session, handle). */
+    private suspend fun subscriberHandles(): List<Pair<Long, Long>> {
+        val out = ArrayList<Pair<Long, Long>>()
+        for (session in janusAdmin("janus" to "list_sessions").getValue("sessions").jsonArray) {
+            val sessionId = session.jsonPrimitive.long
+            for (handle in janusAdmin("janus" to "list_handles", "session_id" to sessionId).getValue("handles").jsonArray) {
+                val handleId = handle.jsonPrimitive.long
+                val info = janusAdmin("janus" to "handle_info", "session_id" to sessionId, "handle_id" to handleId)
+                val type = (info["info"] as? JsonObject)?.get("plugin_specific")?.let { (it as? JsonObject)?.get("type") }
+                if ((type as? JsonElement)?.jsonPrimitive?.content == "subscriber") out += sessionId to handleId
+            }
+        }
+        return out
+    }
+
+    @Test
+    fun `a subscription whose PeerConnection Janus hangs up is subscribed to again`() = inPair("hangup") {
+        alice.client.enableMicrophone()
+        bob.waitUntil(description = "alice's microphone started") { e ->
+            e.any { it is Seen.MediaStarted && it.track.userId == "alice" }
+        }
+        val track = bob.of<Seen.MediaStarted>().first { it.track.userId == "alice" }.track
+        withTimeout(20_000) { while (bob.client.remoteMediaTrack(track.trackId) == null) delay(50) }
+        val first = bob.client.remoteMediaTrack(track.trackId)
+        val hungUp = subscriberHandles()
+        assertEquals(1, hungUp.size, "bob's one subscription")
+        janusAdmin("janus" to "hangup_webrtc", "session_id" to hungUp[0].first, "handle_id" to hungUp[0].second)
+
+        // media.ended: bob subscribes again at once (ICE failure would take 15 s or more), on a new
+        // PeerConnection and Janus handle, and hears alice.
+        withTimeout(8_000) {
+            while (bob.client.remoteMediaTrack(track.trackId).let { it == null || it === first }) delay(50)
+        }
+        hears(bob, track.trackId)
+        val now = subscriberHandles()
+        assertEquals(1, now.size, "one subscription again")
+        assertTrue(now[0].second != hungUp[0].second, "a new Janus handle")
+    }
+
+    /** Waits until [who] receives 0.5 s of decoded audio of [trackId]. */
+    private suspend fun hears(who: TestClient, trackId: String) {
+        val audio = who.client.remoteMediaTrack(trackId) as AudioTrack
+        val chunks = AtomicInteger()
+        val sink = AudioTrackSink { _, _, _, _, _ -> chunks.incrementAndGet() }
+        audio.addSink(sink)
+        try {
+            withTimeout(20_000) { while (chunks.get() < 50) delay(50) }
+        } finally {
+            audio.removeSink(sink)
+        }
+    }
+
+    @Test
+    fun `PeerConnections that fail are subscribed and published again`() = inPair("failed") {
+        alice.client.enableMicrophone()
+        bob.waitUntil(description = "alice's microphone started") { e ->
+            e.any { it is Seen.MediaStarted && it.track.userId == "alice" }
+        }
+        val track = bob.of<Seen.MediaStarted>().first { it.track.userId == "alice" }.track
+        withTimeout(20_000) { while (bob.client.remoteMediaTrack(track.trackId) == null) delay(50) }
+        val first = bob.client.remoteMediaTrack(track.trackId)
+        val handles = subscriberHandles()
+
+        // Bob's subscription fails: released on the server, subscribed to again on a new PeerConnection.
+        bobEngine.reportFailed()
+        withTimeout(10_000) {
+            while (bob.client.remoteMediaTrack(track.trackId).let { it == null || it === first }) delay(50)
+        }
+        hears(bob, track.trackId)
+        val now = subscriberHandles()
+        assertEquals(1, now.size, "the failed subscription was released: $now")
+        assertTrue(now != handles, "a new Janus handle")
+
+        // Alice's publication fails: unpublished, and her microphone published again as a new track.
+        aliceEngine.reportFailed()
+        bob.waitUntil(description = "alice's microphone published again") { e ->
+            e.any { it is Seen.MediaStopped && it.track.trackId == track.trackId } &&
+                e.any { it is Seen.MediaStarted && it.track.userId == "alice" && it.track.trackId != track.trackId }
+        }
+        val again = bob.of<Seen.MediaStarted>().last { it.track.userId == "alice" }.track
+        withTimeout(20_000) { while (bob.client.remoteMediaTrack(again.trackId) == null) delay(50) }
+        hears(bob, again.trackId)
+        assertEquals(listOf(again.trackId), alice.client.room!!.tracks.map { it.trackId })
+    }
+
     @Test
     fun `an audio conference refuses the camera with media_not_allowed`() = runBlocking {
         TestClient(server, media = { JvmMediaEngine() }).use { t ->
@@ -196,3 +328,5 @@ class MediaTest {
         }
     }
 }
+
+private const val ADMIN_SECRET = "kotlin-media-admin"

@@ -52,7 +52,11 @@ internal class AndroidMediaEngine(context: Context) : MediaEngine {
             override fun onSignalingChange(state: PeerConnection.SignalingState) = Unit
 
             override fun onIceConnectionChange(state: PeerConnection.IceConnectionState) {
-                if (state == PeerConnection.IceConnectionState.FAILED) events.onFailed()
+                when (state) {
+                    PeerConnection.IceConnectionState.CONNECTED -> events.onConnected()
+                    PeerConnection.IceConnectionState.FAILED -> events.onFailed()
+                    else -> Unit
+                }
             }
 
             override fun onIceConnectionReceivingChange(receiving: Boolean) = Unit

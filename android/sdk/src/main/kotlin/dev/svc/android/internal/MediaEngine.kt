@@ -42,6 +42,9 @@ internal interface PeerEvents {
     /** A remote track arrived (subscriptions). */
     fun onRemoteTrack(track: RemoteTrack)
 
+    /** ICE connected (again). */
+    fun onConnected()
+
     /** The connection failed for good. */
     fun onFailed()
 }

@@ -41,6 +41,9 @@ internal class MediaSession(
     private val publications = LinkedHashMap<SvcTrackSource, Publication>()
     private val subscriptions = LinkedHashMap<String, Subscription>()
 
+    /** Legs that failed in a row without connecting, by publication source or subscribed trackId. */
+    private val failures = HashMap<Any, Int>()
+
     /** The sources the app enabled, with what their capture needs (the MediaProjection result for the screen). */
     private val enabled = LinkedHashMap<SvcTrackSource, Any?>()
 
@@ -97,7 +100,7 @@ internal class MediaSession(
             throw SvcException("media_not_allowed", "This participant may not publish $source in this room")
         }
         val local = engine.createLocalTrack(source, screenCapture)
-        val leg = newLeg(media) { }
+        val leg = newLeg(media, source) { }
         publications[source] = Publication(source, local, leg)
         try {
             leg.peer.addSendOnly(local)
@@ -127,7 +130,7 @@ internal class MediaSession(
                 request("media.subscribe", encode(MediaTrackIdData.serializer(), MediaTrackIdData(track.trackId))),
             )
         lateinit var subscription: Subscription
-        val leg = newLeg(media) { remote ->
+        val leg = newLeg(media, track.trackId) { remote ->
             subscription.remote = remote
             onRemoteTrack(track, remote)
         }
@@ -144,7 +147,8 @@ internal class MediaSession(
         }
     }
 
-    private fun newLeg(media: MediaSnapshot, remoteTrack: (RemoteTrack) -> Unit): Leg {
+    /** A new leg; [key] names what it carries (the source or the trackId) for counting failures. */
+    private fun newLeg(media: MediaSnapshot, key: Any, remoteTrack: (RemoteTrack) -> Unit): Leg {
         lateinit var leg: Leg
         val peer = engine.createPeer(
             media.iceServers,
@@ -157,7 +161,13 @@ internal class MediaSession(
                     scope.launch { remoteTrack(track) }
                 }
 
-                override fun onFailed() = Unit
+                override fun onConnected() {
+                    scope.launch { failures.remove(key) }
+                }
+
+                override fun onFailed() {
+                    scope.launch { failed(leg) }
+                }
             },
         )
         leg = Leg(peer)
@@ -197,15 +207,84 @@ internal class MediaSession(
         leg.peer.addIceCandidate(data.candidate)
     }
 
-    /** `media.stopped`: close the subscription to it; an own track lost to an engine restart is published again. */
-    suspend fun onTrackStopped(track: SvcTrackInfo, ownSid: String, engineRestarted: Boolean) {
+    /**
+     * A PeerConnection failed here (ICE): it is released on the server and the source published, or the track subscribed to,
+     * again on a new one. One that failed [MAX_FAILURES] times in a row without connecting is given up.
+     */
+    private suspend fun failed(leg: Leg) {
+        val publication = publications.values.firstOrNull { it.leg === leg }
+        if (publication != null) {
+            publications.remove(publication.source)
+            leg.peer.close()
+            publication.local.dispose()
+            val id = leg.id
+            try {
+                if (id != null) request("media.unpublish", encode(MediaTrackIdData.serializer(), MediaTrackIdData(id)))
+            } catch (_: SvcException) {
+                // Already gone on the server, or the connection dropped (a rejoin publishes again).
+            }
+            if (publication.source !in enabled) return
+            if (!again(publication.source)) {
+                enabled.remove(publication.source)
+                return
+            }
+            try {
+                publish(publication.source, enabled[publication.source])
+            } catch (_: SvcException) {
+                enabled.remove(publication.source)
+            }
+            return
+        }
+        subscriptions.values.firstOrNull { it.leg === leg }?.let { ended(it, release = true) }
+    }
+
+    /** A `media.ended` session frame: the engine hung up one of this client's subscriptions. */
+    suspend fun onEnded(data: MediaEndedData) {
+        subscriptions.values.firstOrNull { it.leg.id == data.id }?.let { ended(it, release = false) }
+    }
+
+    /** The subscription's PeerConnection is gone ([release]: the server still holds it): subscribe to the track again. */
+    private suspend fun ended(subscription: Subscription, release: Boolean) {
+        val trackId = subscription.track.trackId
+        if (subscriptions[trackId] !== subscription) return
+        subscriptions.remove(trackId)
+        subscription.leg.peer.close()
+        val id = subscription.leg.id
+        try {
+            if (release && id != null) {
+                request("media.unsubscribe", encode(MediaSubscriptionIdData.serializer(), MediaSubscriptionIdData(id)))
+            }
+        } catch (_: SvcException) {
+            // Already gone on the server, or the connection dropped.
+        }
+        if (!again(trackId)) return
+        try {
+            subscribe(subscription.track)
+        } catch (_: SvcException) {
+            // The track stopped meanwhile, or the connection dropped (a resume or rejoin subscribes again).
+        }
+    }
+
+    /** Counts one more failure of [key]; false once it failed more than [MAX_FAILURES] times in a row. */
+    private fun again(key: Any): Boolean {
+        val n = (failures[key] ?: 0) + 1
+        if (n > MAX_FAILURES) {
+            failures.remove(key)
+            return false
+        }
+        failures[key] = n
+        return true
+    }
+
+    /** `media.stopped`: close the subscription to it; an own track the server lost is published again ([republish]). */
+    suspend fun onTrackStopped(track: SvcTrackInfo, ownSid: String, republish: Boolean) {
         subscriptions.remove(track.trackId)?.leg?.peer?.close()
         if (track.sid != ownSid) return
         val publication = publications.values.firstOrNull { it.leg.id == track.trackId } ?: return
         publications.remove(publication.source)
         publication.leg.peer.close()
         publication.local.dispose()
-        if (engineRestarted && publication.source in enabled) publish(publication.source, enabled[publication.source])
+        if (republish && publication.source in enabled) publish(publication.source, enabled[publication.source])
     }
 
     /**
@@ -259,3 +338,6 @@ internal class MediaSession(
         enabled.clear()
     }
 }
+
+/** Times in a row a publication or subscription may fail without connecting before it is given up. */
+private const val MAX_FAILURES = 5

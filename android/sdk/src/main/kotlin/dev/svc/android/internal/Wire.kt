@@ -168,6 +168,10 @@ internal data class MediaTrickleData(val id: String, val candidate: IceCandidate
     }
 }
 
+/** `media.ended` (server → client): the engine hung up the subscription [id] to [trackId]. */
+@Serializable
+internal data class MediaEndedData(val id: String, val trackId: String)
+
 @Serializable
 internal data class MediaPublishData(val source: SvcTrackSource, val sdp: String) {
     init {
@@ -264,6 +268,7 @@ private fun serializerOf(type: String): KSerializer<out ServerFrame>? = when {
     type == "media.stopped" -> EventFrame.serializer(MediaStoppedData.serializer())
     type == "media.muted" -> EventFrame.serializer(MediaMutedData.serializer())
     type == "media.trickle" -> EventFrame.serializer(MediaTrickleData.serializer())
+    type == "media.ended" -> EventFrame.serializer(MediaEndedData.serializer())
     type.startsWith("app.") -> EventFrame.serializer(AppEventData.serializer())
     type in CONTROLLER_EVENTS -> EventFrame.serializer(CONTROLLER_EVENTS.getValue(type))
     else -> null

@@ -98,6 +98,8 @@ interface Publication {
   attempt: number;
   /** PeerConnections that failed in a row without ever connecting. */
   failures: number;
+  /** Ends the current attempt: its pending PeerConnection operation rejects. */
+  end: (() => void) | null;
 }
 
 interface Subscription {
@@ -105,9 +107,31 @@ interface Subscription {
   subscriptionId: string | null;
   pc: SvcPeerConnection | null;
   track: SvcMediaStreamTrack | null;
+  /** Ends the subscription's negotiation: its pending PeerConnection operation rejects. */
+  end: (() => void) | null;
 }
 
 const emptyStats = async () => new Map<string, Record<string, unknown>>();
+
+/**
+ * A closed PeerConnection's pending operations may never settle (the WebRTC spec abandons them).
+ * `until(owner)` gives a function racing each operation against `owner.end()`, after which it
+ * rejects, so a negotiation whose PeerConnection was closed meanwhile ends instead of hanging.
+ */
+function until(owner: { end: (() => void) | null }) {
+  const ended = new Promise<never>((_, reject) => {
+    owner.end = () => reject(new SvcError('media_failed', 'The PeerConnection was closed.'));
+  });
+  ended.catch(() => {});
+  return <T>(op: Promise<T>) => Promise.race([op, ended]);
+}
+
+/** Closes what `owner` holds now, ending its pending negotiation. */
+function closePeer(owner: { pc: SvcPeerConnection | null; end: (() => void) | null }) {
+  owner.end?.();
+  owner.end = null;
+  owner.pc?.close();
+}
 
 /**
  * A publication or subscription whose PeerConnection failed this many times in a row without
@@ -261,6 +285,7 @@ export class MediaSession {
     if (type === 'media.stopped') {
       const { track, reason } = data as MediaEventData['media.stopped'];
       this.#tracks.delete(track.trackId);
+      this.#subFailures.delete(track.trackId);
       const sub = this.#subs.get(track.trackId);
       if (sub) this.#closeSub(track.trackId, sub);
       this.events.stopped(track);
@@ -332,13 +357,14 @@ export class MediaSession {
       muted: false,
       attempt: 0,
       failures: 0,
+      end: null,
     };
     this.#pubs.set(source, pub);
     try {
       await this.#publish(pub);
     } catch (err) {
       if (this.#pubs.get(source) === pub) this.#pubs.delete(source);
-      pub.pc?.close();
+      closePeer(pub);
       track.stop();
       throw err;
     }
@@ -348,13 +374,14 @@ export class MediaSession {
   async #publish(pub: Publication) {
     const attempt = ++pub.attempt;
     const { PeerConnection } = webrtc();
-    pub.pc?.close();
+    closePeer(pub);
     const pc = new PeerConnection({
       iceServers: this.#iceServers,
       iceTransportPolicy: this.iceTransportPolicy,
     });
     pub.pc = pc;
     pub.trackId = null;
+    const step = until(pub);
     const early: (Record<string, unknown> | null)[] = [];
     let trackId: string | null = null;
     pc.onicecandidate = (ev) => {
@@ -367,20 +394,29 @@ export class MediaSession {
       if (pc.connectionState === 'connected') pub.failures = 0;
       if (pc.connectionState === 'failed') this.#publicationFailed(pub);
     };
-    pc.addTransceiver(pub.track, { direction: 'sendonly' });
-    const offer = await pc.createOffer();
-    await pc.setLocalDescription(offer);
-    const ack = await this.transport.request('media.publish', {
-      source: pub.source,
-      sdp: offer.sdp,
-    });
-    if (pub.attempt !== attempt || this.#closed) {
-      pc.close();
-      return;
+    // A newer attempt (or disable, or leaving) replaces this one and closes its PeerConnection.
+    const stale = () => pub.attempt !== attempt || this.#closed;
+    try {
+      pc.addTransceiver(pub.track, { direction: 'sendonly' });
+      const offer = await step(pc.createOffer());
+      await step(pc.setLocalDescription(offer));
+      const ack = await this.transport.request('media.publish', {
+        source: pub.source,
+        sdp: offer.sdp,
+      });
+      if (stale()) {
+        pc.close();
+        // Published meanwhile: the server's track has no PeerConnection behind it.
+        this.transport.request('media.unpublish', { trackId: ack.trackId }).catch(() => {});
+        return;
+      }
+      trackId = String(ack.trackId);
+      pub.trackId = trackId;
+      await step(pc.setRemoteDescription({ type: 'answer', sdp: String(ack.sdp) }));
+    } catch (err) {
+      if (stale()) return;
+      throw err;
     }
-    trackId = String(ack.trackId);
-    pub.trackId = trackId;
-    await pc.setRemoteDescription({ type: 'answer', sdp: String(ack.sdp) });
     for (const c of early) this.#trickle(trackId, c);
     if (pub.muted) {
       await this.transport.request('media.mute', { trackId, muted: true }).catch(() => {});
@@ -421,16 +457,16 @@ export class MediaSession {
   #publicationFailed(pub: Publication) {
     const trackId = pub.trackId;
     if (trackId) this.transport.request('media.unpublish', { trackId }).catch(() => {});
-    if (++pub.failures > MAX_CONNECTION_FAILURES) {
+    if (++pub.failures >= MAX_CONNECTION_FAILURES) {
       this.#pubs.delete(pub.source);
       pub.attempt++;
-      pub.pc?.close();
+      closePeer(pub);
       pub.track.stop();
       this.#recover(pub, false);
       this.events.failed(
         new SvcError(
           'media_failed',
-          `The ${pub.source} connection failed ${pub.failures - 1} times.`,
+          `The ${pub.source} connection failed ${pub.failures} times in a row.`,
         ),
       );
       return;
@@ -471,7 +507,7 @@ export class MediaSession {
     this.#recover(pub, false);
     pub.attempt++;
     const trackId = pub.trackId;
-    pub.pc?.close();
+    closePeer(pub);
     pub.track.stop();
     if (trackId) {
       await this.transport.request('media.unpublish', { trackId }).catch((err: SvcError) => {
@@ -494,7 +530,7 @@ export class MediaSession {
     const info = this.#tracks.get(trackId);
     if (!info) throw new SvcError('track_not_found');
     if (this.#subs.has(trackId)) return;
-    const sub: Subscription = { info, subscriptionId: null, pc: null, track: null };
+    const sub: Subscription = { info, subscriptionId: null, pc: null, track: null, end: null };
     this.#subs.set(trackId, sub);
     try {
       const ack = await this.transport.request('media.subscribe', { trackId });
@@ -510,6 +546,7 @@ export class MediaSession {
         iceTransportPolicy: this.iceTransportPolicy,
       });
       sub.pc = pc;
+      const step = until(sub);
       let answered = false;
       const early: (Record<string, unknown> | null)[] = [];
       pc.onicecandidate = (ev) => {
@@ -525,14 +562,16 @@ export class MediaSession {
         if (pc.connectionState === 'connected') this.#subFailures.delete(trackId);
         if (pc.connectionState === 'failed') this.#subscriptionEnded(trackId, sub, true);
       };
-      await pc.setRemoteDescription({ type: 'offer', sdp: String(ack.sdp) });
-      const answer = await pc.createAnswer();
-      await pc.setLocalDescription(answer);
+      await step(pc.setRemoteDescription({ type: 'offer', sdp: String(ack.sdp) }));
+      const answer = await step(pc.createAnswer());
+      await step(pc.setLocalDescription(answer));
       await this.transport.request('media.answer', { subscriptionId, sdp: answer.sdp });
       answered = true;
       for (const c of early) this.#trickle(subscriptionId, c);
     } catch (err) {
-      if (this.#subs.get(trackId) === sub) this.#closeSub(trackId, sub);
+      // Ended meanwhile (unsubscribed, the track stopped, its PeerConnection failed): not an error.
+      if (this.#subs.get(trackId) !== sub) return;
+      this.#closeSub(trackId, sub);
       throw err;
     }
   }
@@ -559,12 +598,12 @@ export class MediaSession {
     }
     const failures = (this.#subFailures.get(trackId) ?? 0) + 1;
     this.#subFailures.set(trackId, failures);
-    if (failures > MAX_CONNECTION_FAILURES) {
+    if (failures >= MAX_CONNECTION_FAILURES) {
       this.#subFailures.delete(trackId);
       this.events.failed(
         new SvcError(
           'media_failed',
-          `The subscription to ${trackId} failed ${failures - 1} times.`,
+          `The subscription to ${trackId} failed ${failures} times in a row.`,
         ),
       );
       return;
@@ -598,7 +637,7 @@ export class MediaSession {
 
   #closeSub(trackId: string, sub: Subscription) {
     if (this.#subs.get(trackId) === sub) this.#subs.delete(trackId);
-    sub.pc?.close();
+    closePeer(sub);
     sub.track?.stop();
   }
 
@@ -607,7 +646,7 @@ export class MediaSession {
     this.#closed = true;
     this.#recovering.clear();
     for (const pub of this.#pubs.values()) {
-      pub.pc?.close();
+      closePeer(pub);
       pub.track.stop();
     }
     this.#pubs.clear();

@@ -438,6 +438,33 @@ describe('media in real browsers', { skip: skip ?? false, timeout: 240_000 }, ()
     assert.deepEqual(await statesSince(alice, before), ['RECONNECTING', 'CONNECTED']);
   });
 
+  test('a PeerConnection that keeps failing is given up with media_failed', async () => {
+    const before = await stateCount(bob);
+    const mine = (await remote(alice)).filter((t) => t.userId === 'bob').map((t) => t.trackId);
+    await bob.page.evaluate(() => (window as any).svcm.failEveryPeer(true));
+    try {
+      // Two publications and two subscriptions, each given up after 5 failures in a row.
+      await bob.page.waitForFunction(
+        () => (window as any).svcm.errors.filter((c: string) => c === 'media_failed').length >= 4,
+        undefined,
+        { timeout: 20_000 },
+      );
+      assert.deepEqual(await statesSince(bob, before), ['RECONNECTING', 'CONNECTED']);
+      // Given up means released: alice sees bob's tracks stop and bob subscribes to nothing.
+      await alice.page.waitForFunction(
+        (ids) =>
+          ids.every((id: string) =>
+            (window as any).svcm.events.some((e: any) => e.type === 'stopped' && e.trackId === id),
+          ),
+        mine,
+      );
+      const subscribers = (await janusPeerHandles(net)).filter((h) => h.type === 'subscriber');
+      assert.equal(subscribers.length, 0, JSON.stringify(subscribers));
+    } finally {
+      await bob.page.evaluate(() => (window as any).svcm.failEveryPeer(false));
+    }
+  });
+
   test('leaving frees every Janus handle', async () => {
     for (const b of [alice, bob]) await b.page.evaluate(() => (window as any).svcm.disconnect());
     const deadline = Date.now() + 10_000;

@@ -13,16 +13,28 @@ interface Seen {
 
 // Every PeerConnection the page creates (reportFailed reaches them).
 const peerConnections: RTCPeerConnection[] = [];
+let failEveryPeer = false;
 const NativePeerConnection = RTCPeerConnection;
 window.RTCPeerConnection = class extends NativePeerConnection {
   constructor(config?: RTCConfiguration) {
     super(config);
     peerConnections.push(this);
+    // Once the library has set its handlers (synchronously after construction).
+    if (failEveryPeer) queueMicrotask(() => reportFailed(this));
   }
 };
 
+/** Makes `pc` report connectionState `failed`, as the browser does when its path dies. */
+function reportFailed(pc: RTCPeerConnection) {
+  if (pc.signalingState === 'closed') return;
+  Object.defineProperty(pc, 'connectionState', { value: 'failed', configurable: true });
+  pc.onconnectionstatechange?.(new Event('connectionstatechange'));
+}
+
 const events: Seen[] = [];
 const states: string[] = [];
+/** Codes of onMediaError. */
+const errors: string[] = [];
 let client: SvcClient | null = null;
 let lastSocket: WebSocket | null = null;
 const attached = new Map<unknown, HTMLMediaElement>();
@@ -42,6 +54,7 @@ async function attempt<T>(fn: () => Promise<T>) {
 const svcm = {
   events,
   states,
+  errors,
   async connect(config: SvcConfig, options: SvcRoomOptions, relay = false) {
     client = new SvcClient(config, {
       iceTransportPolicy: relay ? 'relay' : 'all',
@@ -51,6 +64,7 @@ const svcm = {
       },
     });
     client.connectionState.subscribe((s) => states.push(String(s)));
+    client.onMediaError = (err) => errors.push(err.code);
     const record =
       (type: string) =>
       (_p: unknown, t: { trackId: string; sid: string; source: string; kind: string }) =>
@@ -101,11 +115,12 @@ const svcm = {
    * network path dies (tests cannot cut a path on these machines: no netfilter or qdisc).
    */
   reportFailed() {
-    for (const pc of [...peerConnections]) {
-      if (pc.signalingState === 'closed') continue;
-      Object.defineProperty(pc, 'connectionState', { value: 'failed', configurable: true });
-      pc.onconnectionstatechange?.(new Event('connectionstatechange'));
-    }
+    for (const pc of [...peerConnections]) reportFailed(pc);
+  },
+  /** With `on`, every PeerConnection fails, the open ones now and each new one at once. */
+  failEveryPeer(on: boolean) {
+    failEveryPeer = on;
+    if (on) svcm.reportFailed();
   },
   /** Closes the signaling socket abnormally (a drop): the client resumes by itself. */
   dropSocket() {

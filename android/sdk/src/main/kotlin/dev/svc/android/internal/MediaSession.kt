@@ -265,10 +265,10 @@ internal class MediaSession(
         }
     }
 
-    /** Counts one more failure of [key]; false once it failed more than [MAX_FAILURES] times in a row. */
+    /** Counts one more failure of [key]; false once it failed [MAX_FAILURES] times in a row. */
     private fun again(key: Any): Boolean {
         val n = (failures[key] ?: 0) + 1
-        if (n > MAX_FAILURES) {
+        if (n >= MAX_FAILURES) {
             failures.remove(key)
             return false
         }
@@ -278,6 +278,7 @@ internal class MediaSession(
 
     /** `media.stopped`: close the subscription to it; an own track the server lost is published again ([republish]). */
     suspend fun onTrackStopped(track: SvcTrackInfo, ownSid: String, republish: Boolean) {
+        failures.remove(track.trackId)
         subscriptions.remove(track.trackId)?.leg?.peer?.close()
         if (track.sid != ownSid) return
         val publication = publications.values.firstOrNull { it.leg.id == track.trackId } ?: return
@@ -339,5 +340,5 @@ internal class MediaSession(
     }
 }
 
-/** Times in a row a publication or subscription may fail without connecting before it is given up. */
+/** Failures in a row, without connecting in between, after which a publication or subscription is given up. */
 private const val MAX_FAILURES = 5

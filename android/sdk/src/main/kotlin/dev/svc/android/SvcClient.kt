@@ -147,6 +147,9 @@ public class SvcClient internal constructor(
     /** A host changed the room's metadata. */
     public var onRoomMetadataChanged: ((metadata: String?) -> Unit)? = null
 
+    /** Lost media could not be re-established ([SvcEvent.MediaFailed]). */
+    public var onMediaError: ((error: SvcException) -> Unit)? = null
+
     /** Guards the client's state; held by frame handling (reader threads) and by every [serial] task. */
     private val lock = Any()
 
@@ -726,6 +729,7 @@ public class SvcClient internal constructor(
         scope,
         { type, data -> request(r, type, data) },
         { _, _ -> },
+        { error -> dispatch(SvcEvent.MediaFailed(error)) },
     ).also { r.media = it }
 
     private fun autoSubscribe(r: Run, track: SvcTrackInfo) {
@@ -891,6 +895,7 @@ public class SvcClient internal constructor(
             is SvcEvent.MediaStarted -> onMediaStarted?.invoke(event.participant, event.track)
             is SvcEvent.MediaStopped -> onMediaStopped?.invoke(event.participant, event.track)
             is SvcEvent.MediaMuted -> Unit
+            is SvcEvent.MediaFailed -> onMediaError?.invoke(event.error)
             is SvcEvent.RoomMetadataChanged -> onRoomMetadataChanged?.invoke(event.metadata)
         }
     }

@@ -83,6 +83,16 @@ public sealed class SvcEvent {
         val track: SvcTrackInfo,
     ) : SvcEvent()
 
+    /**
+     * Media this client publishes or receives was lost and could not be re-established: a PeerConnection
+     * failed 5 times in a row without connecting (`media_failed`), or publishing a source again was refused.
+     * The source is no longer published (enable it again to retry), or the track no longer received.
+     */
+    public data class MediaFailed(
+        /** What went wrong, with the server's code where it answered. */
+        val error: SvcException,
+    ) : SvcEvent()
+
     /** A host changed the room's metadata. */
     public data class RoomMetadataChanged(
         /** The new metadata. */

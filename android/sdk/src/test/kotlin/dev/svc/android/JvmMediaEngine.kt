@@ -51,6 +51,10 @@ internal class JvmMediaEngine : MediaEngine {
      */
     fun reportFailed() = reporters.forEach { it.onFailed() }
 
+    /** While true, no PeerConnection reports that it connected (so failures count as in a row). */
+    @Volatile
+    var hideConnected = false
+
     override fun createPeer(iceServers: List<SvcIceServer>, events: PeerEvents): MediaPeer {
         val config = RTCConfiguration().apply {
             this.iceServers = iceServers.map { s ->
@@ -74,7 +78,7 @@ internal class JvmMediaEngine : MediaEngine {
 
                 override fun onIceConnectionChange(state: RTCIceConnectionState) {
                     when (state) {
-                        RTCIceConnectionState.CONNECTED -> events.onConnected()
+                        RTCIceConnectionState.CONNECTED -> if (!hideConnected) events.onConnected()
                         RTCIceConnectionState.FAILED -> events.onFailed()
                         else -> Unit
                     }

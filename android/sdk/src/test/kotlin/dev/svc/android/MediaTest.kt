@@ -320,6 +320,31 @@ class MediaTest {
     }
 
     @Test
+    fun `a subscription that keeps failing is given up with onMediaError`() = inPair("giveup") {
+        alice.client.enableMicrophone()
+        bob.waitUntil(description = "alice's microphone started") { e ->
+            e.any { it is Seen.MediaStarted && it.track.userId == "alice" }
+        }
+        val track = bob.of<Seen.MediaStarted>().first { it.track.userId == "alice" }.track
+        withTimeout(20_000) { while (bob.client.remoteMediaTrack(track.trackId) == null) delay(50) }
+        bobEngine.hideConnected = true
+        // Four failures in a row are re-established, each on a new PeerConnection; the fifth gives up.
+        repeat(4) {
+            val current = bob.client.remoteMediaTrack(track.trackId)
+            bobEngine.reportFailed()
+            withTimeout(10_000) {
+                while (bob.client.remoteMediaTrack(track.trackId).let { it == null || it === current }) delay(20)
+            }
+        }
+        assertTrue(bob.of<Seen.MediaError>().isEmpty())
+        bobEngine.reportFailed()
+        bob.waitUntil(description = "the subscription given up") { e -> e.any { it is Seen.MediaError } }
+        assertEquals("media_failed", bob.of<Seen.MediaError>().single().error.code)
+        assertEquals(null, bob.client.remoteMediaTrack(track.trackId))
+        withTimeout(10_000) { while (subscriberHandles().isNotEmpty()) delay(50) }
+    }
+
+    @Test
     fun `an audio conference refuses the camera with media_not_allowed`() = runBlocking {
         TestClient(server, media = { JvmMediaEngine() }).use { t ->
             t.client.connect(roomOptions(uniqueRoom("audio"), "carol", liveType = SvcLiveType.AUDIO_CONFERENCE))

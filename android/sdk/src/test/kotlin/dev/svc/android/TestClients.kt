@@ -43,6 +43,8 @@ sealed class Seen {
     data class MediaStarted(val participant: SvcParticipant?, val track: SvcTrackInfo) : Seen()
 
     data class MediaStopped(val participant: SvcParticipant?, val track: SvcTrackInfo) : Seen()
+
+    data class MediaError(val error: SvcException) : Seen()
 }
 
 /** A real [SvcClient] against the test server, with every handler recorded and an optional proxy. */
@@ -81,6 +83,7 @@ internal class TestClient(
         client.onRoomMetadataChanged = { push(Seen.Metadata(it)) }
         client.onMediaStarted = { p, track -> push(Seen.MediaStarted(p, track)) }
         client.onMediaStopped = { p, track -> push(Seen.MediaStopped(p, track)) }
+        client.onMediaError = { push(Seen.MediaError(it)) }
         // States are recorded from the StateFlow itself (every distinct value, in order).
         Thread({
             runBlocking { client.connectionState.collect { push(Seen.State(it)) } }

@@ -4,6 +4,7 @@ import dev.svc.android.SvcException
 import dev.svc.android.SvcTrackInfo
 import dev.svc.android.SvcTrackSource
 import kotlinx.coroutines.CoroutineScope
+import kotlinx.coroutines.delay
 import kotlinx.coroutines.launch
 import kotlinx.serialization.KSerializer
 import kotlinx.serialization.json.JsonElement
@@ -21,6 +22,8 @@ internal class MediaSession(
     private val scope: CoroutineScope,
     private val request: suspend (type: String, data: JsonElement) -> JsonObject,
     private val onRemoteTrack: (SvcTrackInfo, RemoteTrack) -> Unit,
+    /** Lost media that could not be re-established. */
+    private val onError: (SvcException) -> Unit,
 ) {
     private class Leg(val peer: MediaPeer) {
         /** The trackId (publication) or subscriptionId (subscription) once the server named it. */
@@ -226,13 +229,10 @@ internal class MediaSession(
             if (publication.source !in enabled) return
             if (!again(publication.source)) {
                 enabled.remove(publication.source)
+                onError(SvcException("media_failed", "The ${publication.source} connection failed $MAX_FAILURES times in a row"))
                 return
             }
-            try {
-                publish(publication.source, enabled[publication.source])
-            } catch (_: SvcException) {
-                enabled.remove(publication.source)
-            }
+            publishAgain(publication.source)
             return
         }
         subscriptions.values.firstOrNull { it.leg === leg }?.let { ended(it, release = true) }
@@ -257,11 +257,43 @@ internal class MediaSession(
         } catch (_: SvcException) {
             // Already gone on the server, or the connection dropped.
         }
-        if (!again(trackId)) return
+        if (!again(trackId)) {
+            onError(SvcException("media_failed", "The subscription to $trackId failed $MAX_FAILURES times in a row"))
+            return
+        }
+        subscribeAgain(subscription.track)
+    }
+
+    /**
+     * Publishes an enabled [source] again. An engine that is not back yet (`media_unavailable`, `media_failed`) is
+     * retried 8 times, 250 ms doubling to 4 s, as the TypeScript client does; a source the server still refuses is
+     * no longer enabled ([onError]). Without a connection it stays enabled: the rejoin publishes it.
+     */
+    private suspend fun publishAgain(source: SvcTrackSource) {
+        var retry = 0
+        while (source in enabled && source !in publications) {
+            try {
+                publish(source, enabled[source])
+                return
+            } catch (e: SvcException) {
+                if (e.code == "not_connected") return
+                if ((e.code == "media_unavailable" || e.code == "media_failed") && retry < REPUBLISH_RETRIES) {
+                    delay(minOf(4_000L, 250L shl retry++))
+                    continue
+                }
+                enabled.remove(source)
+                onError(e)
+                return
+            }
+        }
+    }
+
+    /** Subscribes to [track] again; a track that stopped meanwhile, or a dropped connection, is not an error. */
+    private suspend fun subscribeAgain(track: SvcTrackInfo) {
         try {
-            subscribe(subscription.track)
-        } catch (_: SvcException) {
-            // The track stopped meanwhile, or the connection dropped (a resume or rejoin subscribes again).
+            subscribe(track)
+        } catch (e: SvcException) {
+            if (e.code != "track_not_found" && e.code != "not_connected") onError(e)
         }
     }
 
@@ -285,7 +317,7 @@ internal class MediaSession(
         publications.remove(publication.source)
         publication.leg.peer.close()
         publication.local.dispose()
-        if (republish && publication.source in enabled) publish(publication.source, enabled[publication.source])
+        if (republish && publication.source in enabled) publishAgain(publication.source)
     }
 
     /**
@@ -298,11 +330,7 @@ internal class MediaSession(
         for (subscription in lost) {
             subscriptions.remove(subscription.track.trackId)
             subscription.leg.peer.close()
-            try {
-                subscribe(subscription.track)
-            } catch (_: SvcException) {
-                // The track stopped meanwhile, or the connection dropped again (the next resume retries).
-            }
+            subscribeAgain(subscription.track)
         }
     }
 
@@ -318,13 +346,7 @@ internal class MediaSession(
             it.local.dispose()
         }
         publications.clear()
-        for ((source, capture) in enabled.toList()) {
-            try {
-                publish(source, capture)
-            } catch (_: SvcException) {
-                enabled.remove(source)
-            }
-        }
+        for (source in enabled.keys.toList()) publishAgain(source)
     }
 
     /** Closes every PeerConnection and capture (leaving the room). */
@@ -342,3 +364,6 @@ internal class MediaSession(
 
 /** Failures in a row, without connecting in between, after which a publication or subscription is given up. */
 private const val MAX_FAILURES = 5
+
+/** Times a source is published again while the engine is not back, before it is given up. */
+private const val REPUBLISH_RETRIES = 8

@@ -34,7 +34,8 @@ internal class MediaSession(
 
     private class Publication(val source: SvcTrackSource, val local: LocalTrack, val leg: Leg)
 
-    private class Subscription(val track: SvcTrackInfo, val leg: Leg) {
+    /** [subscriptionId]: the server's id, known before the negotiation ends (the leg is named after it). */
+    private class Subscription(val track: SvcTrackInfo, val leg: Leg, val subscriptionId: String) {
         var remote: RemoteTrack? = null
     }
 
@@ -113,10 +114,18 @@ internal class MediaSession(
                     MediaPublishAck.serializer(),
                     request("media.publish", encode(MediaPublishData.serializer(), MediaPublishData(source, offer))),
                 )
-            leg.peer.acceptAnswer(ack.sdp)
+            if (publications[source]?.leg !== leg) {
+                // Ended while the server published it (its PeerConnection failed, or disable): release the track.
+                release("media.unpublish", encode(MediaTrackIdData.serializer(), MediaTrackIdData(ack.trackId)))
+                return
+            }
+            // Named first: a failure during the answer then releases the server's track.
             named(leg, ack.trackId)
+            leg.peer.acceptAnswer(ack.sdp)
         } catch (e: Exception) {
-            if (publications[source]?.leg === leg) publications.remove(source)
+            // Ended meanwhile: whoever ended it closed and released what it held.
+            if (publications[source]?.leg !== leg) return
+            publications.remove(source)
             leg.peer.close()
             local.dispose()
             throw e
@@ -137,13 +146,16 @@ internal class MediaSession(
             subscription.remote = remote
             onRemoteTrack(track, remote)
         }
-        subscription = Subscription(track, leg)
+        subscription = Subscription(track, leg, ack.subscriptionId)
         subscriptions[track.trackId] = subscription
         try {
             val answer = leg.peer.answerOffer(ack.sdp)
+            if (subscriptions[track.trackId] !== subscription) return
             request("media.answer", encode(MediaAnswerData.serializer(), MediaAnswerData(ack.subscriptionId, answer)))
             named(leg, ack.subscriptionId)
         } catch (e: Exception) {
+            // Ended meanwhile (its PeerConnection failed, the track stopped): released by whoever ended it.
+            if (subscriptions[track.trackId] !== subscription) return
             subscriptions.remove(track.trackId)
             leg.peer.close()
             throw e
@@ -220,12 +232,7 @@ internal class MediaSession(
             publications.remove(publication.source)
             leg.peer.close()
             publication.local.dispose()
-            val id = leg.id
-            try {
-                if (id != null) request("media.unpublish", encode(MediaTrackIdData.serializer(), MediaTrackIdData(id)))
-            } catch (_: SvcException) {
-                // Already gone on the server, or the connection dropped (a rejoin publishes again).
-            }
+            leg.id?.let { release("media.unpublish", encode(MediaTrackIdData.serializer(), MediaTrackIdData(it))) }
             if (publication.source !in enabled) return
             if (!again(publication.source)) {
                 enabled.remove(publication.source)
@@ -240,7 +247,7 @@ internal class MediaSession(
 
     /** A `media.ended` session frame: the engine hung up one of this client's subscriptions. */
     suspend fun onEnded(data: MediaEndedData) {
-        subscriptions.values.firstOrNull { it.leg.id == data.id }?.let { ended(it, release = false) }
+        subscriptions.values.firstOrNull { it.subscriptionId == data.id }?.let { ended(it, release = false) }
     }
 
     /** The subscription's PeerConnection is gone ([release]: the server still holds it): subscribe to the track again. */
@@ -249,13 +256,11 @@ internal class MediaSession(
         if (subscriptions[trackId] !== subscription) return
         subscriptions.remove(trackId)
         subscription.leg.peer.close()
-        val id = subscription.leg.id
-        try {
-            if (release && id != null) {
-                request("media.unsubscribe", encode(MediaSubscriptionIdData.serializer(), MediaSubscriptionIdData(id)))
-            }
-        } catch (_: SvcException) {
-            // Already gone on the server, or the connection dropped.
+        if (release) {
+            release(
+                "media.unsubscribe",
+                encode(MediaSubscriptionIdData.serializer(), MediaSubscriptionIdData(subscription.subscriptionId)),
+            )
         }
         if (!again(trackId)) {
             onError(SvcException("media_failed", "The subscription to $trackId failed $MAX_FAILURES times in a row"))
@@ -294,6 +299,15 @@ internal class MediaSession(
             subscribe(track)
         } catch (e: SvcException) {
             if (e.code != "track_not_found" && e.code != "not_connected") onError(e)
+        }
+    }
+
+    /** Releases a publication or subscription on the server; one already gone there, or a dropped connection, is fine. */
+    private suspend fun release(type: String, data: JsonElement) {
+        try {
+            request(type, data)
+        } catch (_: SvcException) {
+            // Already gone on the server, or the connection dropped (the server ends the session's media).
         }
     }
 

@@ -12,7 +12,9 @@ export const ROOT = path.resolve(import.meta.dirname, '..');
  * or rejects when the child exits before printing it.
  */
 export async function startChild<T>(script: string, env: Record<string, string | undefined> = {}) {
-  const child = spawn(process.execPath, ['--import', 'tsx', script], {
+  // BENCH_NODE_ARGS: extra flags for the children (e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`).
+  const flags = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  const child = spawn(process.execPath, [...flags, '--import', 'tsx', script], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'inherit'],

@@ -146,6 +146,32 @@ describe('media in real browsers', { skip: skip ?? false, timeout: 240_000 }, ()
         !not.includes(t.trackId),
     );
 
+  /** The `source` track of `userId` decoding on a connected PeerConnection (a hung-up one shows DTLS `closed`). */
+  const decodingConnected = (r: Remote[], userId: string, source: string) =>
+    r.find(
+      (t) =>
+        t.userId === userId &&
+        t.source === source &&
+        t.transport === 'connected/connected' &&
+        (t.framesDecoded >= 5 || t.samples >= 24_000),
+    );
+
+  /** Waits until each browser decodes the other's tracks that are not in `old` (new ones). */
+  async function bothDecodeNew(old: string[], timeoutMs: number) {
+    await waitRemote(
+      bob,
+      (r) => !!decodingVideo(r, 'alice', 'screen', 5, old) && !!hearing(r, 'alice', old),
+      'bob decodes alice’s new tracks',
+      timeoutMs,
+    );
+    await waitRemote(
+      alice,
+      (r) => !!decodingVideo(r, 'bob', 'camera', 5, old) && !!hearing(r, 'bob', old),
+      'alice decodes bob’s new tracks',
+      timeoutMs,
+    );
+  }
+
   const room = uniqueName('call');
 
   test('two browsers publish camera and microphone and each decodes the other', async () => {
@@ -284,18 +310,7 @@ describe('media in real browsers', { skip: skip ?? false, timeout: 240_000 }, ()
     );
     const t0 = performance.now();
     process.kill(engine.pid, 'SIGKILL');
-    await waitRemote(
-      bob,
-      (r) => !!decodingVideo(r, 'alice', 'screen', 5, old) && !!hearing(r, 'alice', old),
-      'bob decodes alice again',
-      60_000,
-    );
-    await waitRemote(
-      alice,
-      (r) => !!decodingVideo(r, 'bob', 'camera', 5, old) && !!hearing(r, 'bob', old),
-      'alice decodes bob again',
-      60_000,
-    );
+    await bothDecodeNew(old, 60_000);
     const ms = performance.now() - t0;
     console.log(
       `# janus restart: both browsers decoding new tracks ${ms.toFixed(0)} ms after SIGKILL`,
@@ -334,24 +349,17 @@ describe('media in real browsers', { skip: skip ?? false, timeout: 240_000 }, ()
     const tracks = [...(await remote(alice)), ...(await remote(bob))].map((t) => t.trackId);
     const before = await Promise.all([alice, bob].map(stateCount));
     for (const h of hungUp) await janusHangup(net, h);
-    // New PeerConnections (connected DTLS: the hung-up ones show `closed`) for the same tracks.
-    const fresh = (r: Remote[], userId: string, source: string) =>
-      r.find(
-        (t) =>
-          t.userId === userId &&
-          t.source === source &&
-          t.transport === 'connected/connected' &&
-          (t.framesDecoded >= 5 || t.samples >= 24_000),
-      );
+    // New PeerConnections for the same tracks.
     await waitRemote(
       bob,
-      (r) => !!fresh(r, 'alice', 'screen') && !!fresh(r, 'alice', 'microphone'),
+      (r) =>
+        !!decodingConnected(r, 'alice', 'screen') && !!decodingConnected(r, 'alice', 'microphone'),
       'bob decodes alice again',
       20_000,
     );
     await waitRemote(
       alice,
-      (r) => !!fresh(r, 'bob', 'camera') && !!fresh(r, 'bob', 'microphone'),
+      (r) => !!decodingConnected(r, 'bob', 'camera') && !!decodingConnected(r, 'bob', 'microphone'),
       'alice decodes bob again',
       20_000,
     );
@@ -379,18 +387,7 @@ describe('media in real browsers', { skip: skip ?? false, timeout: 240_000 }, ()
     // Janus's admin API names no track ids: every publisher is hung up, and each comes back as
     // a new track.
     for (const h of handles.filter((x) => x.type === 'publisher')) await janusHangup(net, h);
-    await waitRemote(
-      alice,
-      (r) => !!decodingVideo(r, 'bob', 'camera', 5, old) && !!hearing(r, 'bob', old),
-      'alice decodes bob’s new tracks',
-      20_000,
-    );
-    await waitRemote(
-      bob,
-      (r) => !!decodingVideo(r, 'alice', 'screen', 5, old) && !!hearing(r, 'alice', old),
-      'bob decodes alice’s new tracks',
-      20_000,
-    );
+    await bothDecodeNew(old, 20_000);
     const stopped = await alice.page.evaluate(
       (id) =>
         (window as any).svcm.events.find((e: any) => e.type === 'stopped' && e.trackId === id),
@@ -413,18 +410,13 @@ describe('media in real browsers', { skip: skip ?? false, timeout: 240_000 }, ()
       'bob decodes alice’s new tracks',
       20_000,
     );
-    const fresh = (r: Remote[], source: string) =>
-      r.find(
-        (t) =>
-          t.userId === 'bob' &&
-          t.source === source &&
-          old.includes(t.trackId) &&
-          t.transport === 'connected/connected' &&
-          (t.framesDecoded >= 5 || t.samples >= 24_000),
-      );
+    // Bob's same tracks (he republished nothing).
     await waitRemote(
       alice,
-      (r) => !!fresh(r, 'camera') && !!fresh(r, 'microphone'),
+      (r) =>
+        ['camera', 'microphone'].every((source) =>
+          old.includes(decodingConnected(r, 'bob', source)?.trackId ?? ''),
+        ),
       'alice decodes bob again',
       20_000,
     );

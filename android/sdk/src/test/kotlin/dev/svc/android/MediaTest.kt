@@ -251,12 +251,7 @@ class MediaTest {
 
     @Test
     fun `a subscription whose PeerConnection Janus hangs up is subscribed to again`() = inPair("hangup") {
-        alice.client.enableMicrophone()
-        bob.waitUntil(description = "alice's microphone started") { e ->
-            e.any { it is Seen.MediaStarted && it.track.userId == "alice" }
-        }
-        val track = bob.of<Seen.MediaStarted>().first { it.track.userId == "alice" }.track
-        withTimeout(20_000) { while (bob.client.remoteMediaTrack(track.trackId) == null) delay(50) }
+        val track = aliceMicrophoneAtBob()
         val first = bob.client.remoteMediaTrack(track.trackId)
         val hungUp = subscriberHandles()
         assertEquals(1, hungUp.size, "bob's one subscription")
@@ -271,6 +266,17 @@ class MediaTest {
         val now = subscriberHandles()
         assertEquals(1, now.size, "one subscription again")
         assertTrue(now[0].second != hungUp[0].second, "a new Janus handle")
+    }
+
+    /** Alice publishes her microphone; returns its track once Bob receives it. */
+    private suspend fun Duo.aliceMicrophoneAtBob(): SvcTrackInfo {
+        alice.client.enableMicrophone()
+        bob.waitUntil(description = "alice's microphone started") { e ->
+            e.any { it is Seen.MediaStarted && it.track.userId == "alice" }
+        }
+        val track = bob.of<Seen.MediaStarted>().first { it.track.userId == "alice" }.track
+        withTimeout(20_000) { while (bob.client.remoteMediaTrack(track.trackId) == null) delay(50) }
+        return track
     }
 
     /** Waits until [who] receives 0.5 s of decoded audio of [trackId]. */
@@ -288,12 +294,7 @@ class MediaTest {
 
     @Test
     fun `PeerConnections that fail are subscribed and published again`() = inPair("failed") {
-        alice.client.enableMicrophone()
-        bob.waitUntil(description = "alice's microphone started") { e ->
-            e.any { it is Seen.MediaStarted && it.track.userId == "alice" }
-        }
-        val track = bob.of<Seen.MediaStarted>().first { it.track.userId == "alice" }.track
-        withTimeout(20_000) { while (bob.client.remoteMediaTrack(track.trackId) == null) delay(50) }
+        val track = aliceMicrophoneAtBob()
         val first = bob.client.remoteMediaTrack(track.trackId)
         val handles = subscriberHandles()
 
@@ -321,12 +322,7 @@ class MediaTest {
 
     @Test
     fun `a subscription that keeps failing is given up with onMediaError`() = inPair("giveup") {
-        alice.client.enableMicrophone()
-        bob.waitUntil(description = "alice's microphone started") { e ->
-            e.any { it is Seen.MediaStarted && it.track.userId == "alice" }
-        }
-        val track = bob.of<Seen.MediaStarted>().first { it.track.userId == "alice" }.track
-        withTimeout(20_000) { while (bob.client.remoteMediaTrack(track.trackId) == null) delay(50) }
+        val track = aliceMicrophoneAtBob()
         bobEngine.hideConnected = true
         // Four failures in a row are re-established, each on a new PeerConnection; the fifth gives up.
         repeat(4) {

@@ -340,6 +340,20 @@ describe('media in real browsers', { skip: skip ?? false, timeout: 240_000 }, ()
       await b.page.waitForTimeout(50);
     }
   }
+  /**
+   * The client showed RECONNECTING while its media was re-established, then CONNECTED. Each
+   * hang-up reaches it on its own, so a recovery may end before the next one starts (one or more
+   * RECONNECTING → CONNECTED rounds).
+   */
+  async function recovered(b: TestBrowser, before: number) {
+    const states = await statesSince(b, before);
+    assert.ok(
+      states.length >= 2 &&
+        states.every((st, i) => st === (i % 2 === 0 ? 'RECONNECTING' : 'CONNECTED')) &&
+        states.length % 2 === 0,
+      JSON.stringify(states),
+    );
+  }
   const stateCount = (b: TestBrowser) =>
     b.page.evaluate(() => (window as any).svcm.states.length as number);
 
@@ -375,7 +389,7 @@ describe('media in real browsers', { skip: skip ?? false, timeout: 240_000 }, ()
       'the hung-up handles are gone',
     );
     for (const [i, b] of [alice, bob].entries()) {
-      assert.deepEqual(await statesSince(b, before[i]!), ['RECONNECTING', 'CONNECTED']);
+      await recovered(b, before[i]!);
     }
   });
 
@@ -394,7 +408,7 @@ describe('media in real browsers', { skip: skip ?? false, timeout: 240_000 }, ()
       camera.trackId,
     );
     assert.ok(stopped, 'alice saw bob’s old camera stop');
-    assert.deepEqual(await statesSince(bob, before), ['RECONNECTING', 'CONNECTED']);
+    await recovered(bob, before);
   });
 
   test('PeerConnections that fail are published and subscribed to again', async () => {
@@ -427,7 +441,7 @@ describe('media in real browsers', { skip: skip ?? false, timeout: 240_000 }, ()
       false,
       'no subscription of before is left',
     );
-    assert.deepEqual(await statesSince(alice, before), ['RECONNECTING', 'CONNECTED']);
+    await recovered(alice, before);
   });
 
   test('a PeerConnection that keeps failing is given up with media_failed', async () => {
@@ -441,7 +455,7 @@ describe('media in real browsers', { skip: skip ?? false, timeout: 240_000 }, ()
         undefined,
         { timeout: 20_000 },
       );
-      assert.deepEqual(await statesSince(bob, before), ['RECONNECTING', 'CONNECTED']);
+      await recovered(bob, before);
       // Given up means released: alice sees bob's tracks stop and bob subscribes to nothing.
       await alice.page.waitForFunction(
         (ids) =>

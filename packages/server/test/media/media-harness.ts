@@ -97,25 +97,37 @@ export function mediaEnv(net: MediaNetwork, extra: Record<string, string> = {}) 
   };
 }
 
-/** Every handle Janus holds, over its admin API (what tests count back to zero). */
-export async function janusHandles(net: MediaNetwork, adminPort = 7188): Promise<number> {
+/** Runs `fn` with a connection to Janus's admin API, which takes the admin secret on each call. */
+async function withJanusAdmin<T>(
+  net: MediaNetwork,
+  adminPort: number,
+  fn: (call: (body: Record<string, unknown>) => Promise<Record<string, unknown>>) => Promise<T>,
+): Promise<T> {
   const admin = new JanusSocket(`ws://${net.janusIp}:${adminPort}`, 'janus-admin-protocol');
   await admin.open();
   try {
-    const res = await admin.request({ janus: 'list_sessions', admin_secret: ADMIN_SECRET });
-    let total = 0;
-    for (const sessionId of res.sessions as number[]) {
-      const h = await admin.request({
-        janus: 'list_handles',
-        session_id: sessionId,
-        admin_secret: ADMIN_SECRET,
-      });
-      total += (h.handles as number[]).length;
-    }
-    return total;
+    return await fn((body) => admin.request({ ...body, admin_secret: ADMIN_SECRET }));
   } finally {
     admin.close();
   }
+}
+
+type AdminCall = Parameters<Parameters<typeof withJanusAdmin>[2]>[0];
+
+/** Every (session, handle) Janus holds. */
+async function listHandles(call: AdminCall) {
+  const out: { sessionId: number; handleId: number }[] = [];
+  const res = await call({ janus: 'list_sessions' });
+  for (const sessionId of res.sessions as number[]) {
+    const h = await call({ janus: 'list_handles', session_id: sessionId });
+    for (const handleId of h.handles as number[]) out.push({ sessionId, handleId });
+  }
+  return out;
+}
+
+/** Every handle Janus holds, over its admin API (what tests count back to zero). */
+export async function janusHandles(net: MediaNetwork, adminPort = 7188): Promise<number> {
+  return withJanusAdmin(net, adminPort, async (call) => (await listHandles(call)).length);
 }
 
 /** The videoroom handles Janus holds (publishers and subscribers), over its admin API. */
@@ -123,33 +135,16 @@ export async function janusPeerHandles(
   net: MediaNetwork,
   adminPort = 7188,
 ): Promise<{ sessionId: number; handleId: number; type: 'publisher' | 'subscriber' }[]> {
-  const admin = new JanusSocket(`ws://${net.janusIp}:${adminPort}`, 'janus-admin-protocol');
-  await admin.open();
-  try {
+  return withJanusAdmin(net, adminPort, async (call) => {
     const out: { sessionId: number; handleId: number; type: 'publisher' | 'subscriber' }[] = [];
-    const res = await admin.request({ janus: 'list_sessions', admin_secret: ADMIN_SECRET });
-    for (const sessionId of res.sessions as number[]) {
-      const h = await admin.request({
-        janus: 'list_handles',
-        session_id: sessionId,
-        admin_secret: ADMIN_SECRET,
-      });
-      for (const handleId of h.handles as number[]) {
-        const info = await admin.request({
-          janus: 'handle_info',
-          session_id: sessionId,
-          handle_id: handleId,
-          admin_secret: ADMIN_SECRET,
-        });
-        const type = (info.info as { plugin_specific?: { type?: string } } | undefined)
-          ?.plugin_specific?.type;
-        if (type === 'publisher' || type === 'subscriber') out.push({ sessionId, handleId, type });
-      }
+    for (const { sessionId, handleId } of await listHandles(call)) {
+      const info = await call({ janus: 'handle_info', session_id: sessionId, handle_id: handleId });
+      const type = (info.info as { plugin_specific?: { type?: string } } | undefined)
+        ?.plugin_specific?.type;
+      if (type === 'publisher' || type === 'subscriber') out.push({ sessionId, handleId, type });
     }
     return out;
-  } finally {
-    admin.close();
-  }
+  });
 }
 
 /**
@@ -161,18 +156,9 @@ export async function janusHangup(
   handle: { sessionId: number; handleId: number },
   adminPort = 7188,
 ) {
-  const admin = new JanusSocket(`ws://${net.janusIp}:${adminPort}`, 'janus-admin-protocol');
-  await admin.open();
-  try {
-    await admin.request({
-      janus: 'hangup_webrtc',
-      session_id: handle.sessionId,
-      handle_id: handle.handleId,
-      admin_secret: ADMIN_SECRET,
-    });
-  } finally {
-    admin.close();
-  }
+  await withJanusAdmin(net, adminPort, (call) =>
+    call({ janus: 'hangup_webrtc', session_id: handle.sessionId, handle_id: handle.handleId }),
+  );
 }
 
 /**

@@ -149,6 +149,10 @@ interface Run {
   wake?: () => void;
   /** The reconnection loop is running. */
   reconnecting?: boolean;
+  /** The run was in its room once (`onConnected` was sent): a later join is a reconnection. */
+  connected?: boolean;
+  /** Why the run failed (state `FAILED`). */
+  failure?: SvcError;
 }
 
 /**
@@ -460,6 +464,21 @@ export class SvcClient {
    * `FAILED`. A client already in a room leaves it first.
    */
   async connect(options: SvcRoomOptions): Promise<SvcRoom> {
+    return this.#connect(options, false);
+  }
+
+  /**
+   * @internal A room switch the controller makes by itself (a move to or from a breakout room,
+   * the return from a closed one). Nobody awaits it, so a failure that a later attempt may not
+   * meet (network, timeout, 503…) is retried as a reconnection is: `RECONNECTING` with the same
+   * backoff, `onConnected` once in the room, `FAILED` and `onDisconnected('RECONNECT_FAILED')`
+   * after the policy's attempts. Rejects as `connect()` does once it gives up.
+   */
+  _switchRoom(options: SvcRoomOptions): Promise<SvcRoom> {
+    return this.#connect(options, true);
+  }
+
+  async #connect(options: SvcRoomOptions, retry: boolean): Promise<SvcRoom> {
     if (this.#run) await this.disconnect();
     const run: Run = {
       options,
@@ -478,9 +497,18 @@ export class SvcClient {
     } catch (err) {
       const error = asSvcError(err);
       if (run.ended) throw new SvcError('client_disconnected', 'disconnect() was called');
-      this.#fail(run, error, false);
-      throw error;
+      if (!retry || !RETRYABLE.has(error.code)) {
+        this.#fail(run, error, false);
+        throw error;
+      }
+      if (error.code === 'token_expired') run.token = null;
+      await this.#reconnectLoop(run).catch((err) => {
+        if (!run.ended) this.#fail(run, asSvcError(err), true);
+      });
+      if (this.#run === run && this.#room) return this.#room;
+      throw run.failure ?? new SvcError('client_disconnected', 'disconnect() was called');
     }
+    run.connected = true;
     this.#state.set(SvcConnectionState.CONNECTED);
     notify(this.onConnected, this.#room!);
     return this.#room!;
@@ -593,6 +621,7 @@ export class SvcClient {
   }
 
   #fail(run: Run, error: SvcError, notifyApp: boolean) {
+    run.failure = error;
     this.#stop(run);
     run.channel?.abandon();
     run.channel = null;
@@ -899,7 +928,12 @@ export class SvcClient {
       // Media the server lost meanwhile is still coming back: #onMediaRecovering ends this.
       if (this.#media?.recovering) return;
       this.#state.set(SvcConnectionState.CONNECTED);
-      notify(this.onReconnected);
+      if (run.connected) {
+        notify(this.onReconnected);
+      } else {
+        run.connected = true;
+        notify(this.onConnected, this.#room!);
+      }
       return;
     }
     const error = RETRYABLE.has(lastError.code)

@@ -19,6 +19,7 @@ import type {
   SvcWaitingParticipant,
 } from '@svc/protocol';
 import { TYPING_THROTTLE_MS } from '@svc/protocol';
+import type { SvcError } from './errors.ts';
 import { MutableObservable, notify, type SvcObservable } from './observable.ts';
 import { notConnected, type SvcRoom } from './room.ts';
 import type { SvcParticipant, SvcRoomOptions } from './types.ts';
@@ -116,6 +117,8 @@ const emptyState = (): SvcRoomControllerState => ({
 export interface ControllerHost {
   readonly room: SvcRoom | null;
   connect(options: SvcRoomOptions): Promise<SvcRoom>;
+  /** A switch the controller makes by itself: connect, retrying what a reconnection retries. */
+  _switchRoom(options: SvcRoomOptions): Promise<SvcRoom>;
   answerInvitation(
     options: SvcRoomOptions,
     invitationId: string,
@@ -841,7 +844,7 @@ export class SvcRoomController {
   _roomDeleted() {
     const main = this.#mainRoomOptions;
     if (this.#s.breakoutOf && main && this.autoJoinBreakoutRooms) {
-      queueMicrotask(() => void this.host.connect(main).catch(() => {}));
+      queueMicrotask(() => void this.host._switchRoom(main).catch(() => {}));
     }
   }
 
@@ -851,10 +854,13 @@ export class SvcRoomController {
     if (!this.autoJoinBreakoutRooms || !main) return;
     const target = breakoutId === null ? main : { ...main, roomName };
     if (target.roomName === this.host.room?.name) return;
-    // A switch that fails (e.g. the breakout room closed meanwhile) falls back to the main room.
+    // A switch that fails (e.g. the breakout room closed meanwhile) falls back to the main room,
+    // unless the app connected or disconnected meanwhile.
     queueMicrotask(() => {
-      this.host.connect(target).catch(() => {
-        if (target !== main) void this.host.connect(main).catch(() => {});
+      this.host._switchRoom(target).catch((err: SvcError) => {
+        if (target !== main && err.code !== 'client_disconnected') {
+          void this.host._switchRoom(main).catch(() => {});
+        }
       });
     });
   }

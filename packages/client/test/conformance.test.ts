@@ -219,6 +219,7 @@ test('controller event vectors cover every controller event type and feed the mi
   const controller = new SvcRoomController({
     room,
     connect: async () => room,
+    _switchRoom: async () => room,
     answerInvitation: async () => {},
   });
   controller.autoJoinBreakoutRooms = false;

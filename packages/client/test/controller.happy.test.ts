@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ManualClock } from '../../server/src/clock.ts';
 import { BACKENDS, uniqueName } from '../../server/test/helpers.ts';
+import { SvcConnectionState } from '../src/index.ts';
 import { CONTROLLER_ENV, recordEvents, refused, untilState } from './controller.helpers.ts';
 import { type ListeningServer, roomOptions, startListeningServer, TestClient } from './helpers.ts';
 
@@ -464,6 +465,35 @@ for (const backend of BACKENDS) {
       // Closed: everyone in it returns to the main room.
       await a.waitFor('connected', () => a.client.room?.name === room, 15_000);
       await b.waitFor('connected', () => b.client.room?.name === room, 15_000);
+      await untilState(host, (st) => st.breakouts.length === 0);
+    });
+
+    test('a way back from a closed breakout room that fails on the network is retried', async () => {
+      const room = uniqueName('back');
+      const host = await join(room, 'h', true);
+      const a = await join(room, 'a');
+      const id = await host.client.controller.createBreakoutRoom('Team A', ['a']);
+      await a.client.controller.joinBreakoutRoom(id);
+      const aEvents = recordEvents(a);
+      await host.client.controller.closeBreakoutRooms({ countdownMs: 1_000 });
+      await aEvents.until((e) => e.type === 'breakout.closing');
+      // The breakout room's socket stays up; the way back to the main room finds no network.
+      a.offline = true;
+      clock.advance(1_001);
+      await a.waitFor('state', (e) => e.state === SvcConnectionState.RECONNECTING);
+      a.offline = false;
+      await a.waitFor('connected', () => a.client.room?.name === room, 15_000);
+      assert.deepEqual(a.states().slice(-4), [
+        SvcConnectionState.DISCONNECTED,
+        SvcConnectionState.CONNECTING,
+        SvcConnectionState.RECONNECTING,
+        SvcConnectionState.CONNECTED,
+      ]);
+      // Leaving main for the breakout room, then the breakout room's end: no RECONNECT_FAILED.
+      assert.deepEqual(
+        a.of('disconnected').map((e) => e.reason),
+        ['CLIENT_DISCONNECT', 'ROOM_DELETED'],
+      );
       await untilState(host, (st) => st.breakouts.length === 0);
     });
 

@@ -63,6 +63,7 @@ test('mirror vector: snapshot + events give the expected state', () => {
   const controller = new SvcRoomController({
     room,
     connect: async () => room,
+    _switchRoom: async () => room,
     answerInvitation: async () => {},
   });
   const options = {

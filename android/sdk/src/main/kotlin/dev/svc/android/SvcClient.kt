@@ -163,9 +163,10 @@ public class SvcClient internal constructor(
         switchRoom = { target, fallback ->
             scope.launch {
                 try {
-                    connect(target)
+                    join(target, retry = true)
                 } catch (e: SvcException) {
-                    if (fallback != null) runCatching { connect(fallback) }
+                    // Unless the app connected or disconnected meanwhile.
+                    if (fallback != null && e.code != "client_disconnected") runCatching { join(fallback, retry = true) }
                 }
             }
         },
@@ -185,7 +186,7 @@ public class SvcClient internal constructor(
     @Volatile private var currentRoom: Room? = null
 
     /** Rewrites the signaling URL before a socket opens (tests route it through a proxy). */
-    internal var rewriteUrl: (String) -> String = { it }
+    @Volatile internal var rewriteUrl: (String) -> String = { it }
 
     @Volatile private var failure: SvcException? = null
     private var engine: MediaEngine? = null
@@ -336,7 +337,16 @@ public class SvcClient internal constructor(
      * `timeout`, `client_disconnected` when [disconnect] is called meanwhile); the state is then
      * [SvcConnectionState.FAILED]. A client already in a room leaves it first.
      */
-    public suspend fun connect(options: SvcRoomOptions): Room {
+    public suspend fun connect(options: SvcRoomOptions): Room = join(options, retry = false)
+
+    /**
+     * [connect], or with [retry] a room switch the controller makes by itself (a move to or from a breakout
+     * room, the return from a closed one): nobody awaits that one, so a failure that a later attempt may not
+     * meet (network, timeout, 503…) is retried as a reconnection is: RECONNECTING with the same backoff,
+     * [SvcEvent.Connected] once in the room, FAILED and [SvcDisconnectReason.ReconnectFailed] after the
+     * policy's attempts. Throws as [connect] does once it gives up.
+     */
+    private suspend fun join(options: SvcRoomOptions, retry: Boolean): Room {
         val missing = platform.missingPermissions(REQUIRED_PERMISSIONS)
         if (missing.isNotEmpty()) throw SvcPermissionException(missing)
         return withContext(serial) {
@@ -345,19 +355,31 @@ public class SvcClient internal constructor(
             run = r
             failure = null
             mutableState.value = SvcConnectionState.CONNECTING
-            try {
+            val retried = try {
                 establish(r, resume = false)
+                false
             } catch (e: CancellationException) {
                 withContext(NonCancellable) { if (!r.ended) end(r, null) }
                 throw e
             } catch (e: Throwable) {
                 if (r.ended) throw SvcException("client_disconnected", "disconnect() was called")
                 val error = asSvc(e)
-                fail(r, error, notifyApp = false)
-                throw error
+                if (!retry || error.code !in RETRYABLE) {
+                    fail(r, error, notifyApp = false)
+                    throw error
+                }
+                if (error.code == "token_expired") r.token = null
+                scope.launch { reconnectLoop(r) }.also { r.reconnect = it }.join()
+                true
             }
-            mutableState.value = SvcConnectionState.CONNECTED
+            if (retried) {
+                val room = currentRoom
+                if (run === r && room != null) return@withContext room
+                throw r.failure ?: SvcException("client_disconnected", "disconnect() was called")
+            }
             val room = currentRoom!!
+            r.connected = true
+            mutableState.value = SvcConnectionState.CONNECTED
             dispatch(SvcEvent.Connected(room))
             subscribeAll(r, room)
             room
@@ -407,6 +429,12 @@ public class SvcClient internal constructor(
         var heartbeat: Job? = null
         var reconnect: Job? = null
         var media: MediaSession? = null
+
+        /** The run was in its room once ([SvcEvent.Connected] was sent): a later join is a reconnection. */
+        var connected = false
+
+        /** Why the run failed (state FAILED). */
+        var failure: SvcException? = null
     }
 
     private enum class Outcome { JOINED, RESUMED }
@@ -443,6 +471,7 @@ public class SvcClient internal constructor(
     }
 
     private fun fail(r: Run, error: SvcException, notifyApp: Boolean) {
+        r.failure = error
         stop(r)
         r.channel?.abandon()
         r.channel = null
@@ -697,6 +726,15 @@ public class SvcClient internal constructor(
             }
             if (r.ended) return
             mutableState.value = SvcConnectionState.CONNECTED
+            if (!r.connected) {
+                // A switch's first join (see join): the app hears of a new room, not of a reconnection.
+                r.connected = true
+                currentRoom?.let { room ->
+                    dispatch(SvcEvent.Connected(room))
+                    subscribeAll(r, room)
+                }
+                return
+            }
             dispatch(SvcEvent.Reconnected)
             if (outcome == Outcome.JOINED) {
                 // A new session: the old one's tracks and subscriptions are gone on the server.

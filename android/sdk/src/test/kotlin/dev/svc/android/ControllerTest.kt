@@ -336,6 +336,43 @@ class ControllerTest {
         }
     }
 
+    @Test
+    fun `a way back from a closed breakout room that fails on the network is retried`() = runBlocking<Unit> {
+        val name = uniqueRoom("ctl-back")
+        TestClient().use { h ->
+            TestClient().use { a ->
+                h.client.connect(roomOptions(name, "h", "Host", isHost = true))
+                a.client.connect(roomOptions(name, "a", "Ann"))
+                val id = h.ctl.createBreakoutRoom("Team A", listOf("a"))
+                a.ctl.joinBreakoutRoom(id)
+                a.ctl.await("a in the breakout room") { it.breakoutOf?.breakoutId == id }
+                // The breakout room's socket stays up; the way back to the main room finds nothing listening.
+                a.client.rewriteUrl = { it.replace(Regex(":\\d+/"), ":1/") }
+                h.ctl.closeBreakoutRooms(countdownMs = 0)
+                a.waitUntil(description = "a retrying") { it.lastOrNull() == Seen.State(SvcConnectionState.RECONNECTING) }
+                a.client.rewriteUrl = { it }
+                a.ctl.await("a back in the main room") { it.breakoutOf == null && a.client.room?.name == name }
+                a.waitUntil(description = "connected") { it.lastOrNull() == Seen.State(SvcConnectionState.CONNECTED) }
+                assertEquals(
+                    listOf(
+                        SvcConnectionState.DISCONNECTED,
+                        SvcConnectionState.CONNECTING,
+                        SvcConnectionState.RECONNECTING,
+                        SvcConnectionState.CONNECTED,
+                    ),
+                    a.states().takeLast(4),
+                )
+                assertEquals(
+                    listOf<SvcDisconnectReason>(
+                        SvcDisconnectReason.ClientDisconnect,
+                        SvcDisconnectReason.Server(SvcLeaveReason.ROOM_DELETED, null),
+                    ),
+                    a.of<Seen.Disconnected>().map { it.reason },
+                )
+            }
+        }
+    }
+
     private companion object {
         const val WAIT_MS = 15_000L
     }

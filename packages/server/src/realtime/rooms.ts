@@ -468,14 +468,20 @@ export class RoomService implements ControllerRooms {
     return room ? room.participants.map(participantInfo) : [];
   }
 
-  /** Ends the room at once: everyone is disconnected with ROOM_DELETED. Idempotent. */
+  /**
+   * Ends the room at once: everyone is disconnected with ROOM_DELETED. Idempotent, and safe to
+   * retry: the record ends first, so a delete whose shared-state commit failed (Redis gone
+   * mid-lock) leaves an ENDED record over a live room, which the next delete ends.
+   */
   async deleteRoom(projectId: string, roomName: string) {
     const row = await this.getRecord(projectId, roomName);
     if (!row) throw new ApiError('room_not_found');
-    if (row.status === 'ENDED') return;
+    const ended = row.status === 'ENDED';
+    if (ended && !(await this.store.peek(row.room_id))) return;
     await this.store.withLock(row.room_id, async (tx) => {
-      const room = (await tx.load()) ?? liveFromRow(row, this.now);
-      await this.endRecord(row.room_id, 'DELETED');
+      const room = (await tx.load()) ?? (ended ? null : liveFromRow(row, this.now));
+      if (!room) return;
+      if (!ended) await this.endRecord(row.room_id, 'DELETED');
       const domain: DomainRecord[] = room.participants.map((p) => ({
         type: 'participant.left',
         data: { participant: participantInfo(p), reason: 'ROOM_DELETED' },

@@ -286,6 +286,25 @@ for (const backend of BACKENDS) {
       await waitDomain((e) => e.type === 'room.ended' && e.data.roomName === r);
     });
 
+    test('a DELETE retried after it ended the record but not the live room ends the room', async () => {
+      const r = room('del-half');
+      const a = await connect(r, 'alice');
+      await a.join();
+      // As a DELETE whose shared-state commit failed (Redis gone mid-lock) leaves it: the
+      // record ENDED, the live room and its sessions still there.
+      await s.store.db
+        .updateTable('realtime_rooms')
+        .set({ status: 'ENDED', ended_reason: 'DELETED', ended_at: new Date().toISOString() })
+        .where('project_id', '=', s.project.id)
+        .where('room_name', '=', r)
+        .execute();
+      assert.equal((await s.api('DELETE', `/realtime/rooms/${r}`)).status, 204);
+      await a.waitType('room.deleted');
+      assert.equal((await a.waitType('session.closed')).data.reason, 'ROOM_DELETED');
+      assert.equal((await a.closed).code, 4007);
+      await waitDomain((e) => e.type === 'room.ended' && e.data.roomName === r);
+    });
+
     test('a token for another room, or a bad token, is refused with its code', async () => {
       const t = await s.token(room('mine'), 'alice');
       const other = await RtClient.open(`${s.wsBase}?room=somewhere-else&access_token=${t.token}`);

@@ -137,6 +137,27 @@ export function closeDueBreakouts(
   ctx.emit('breakout.closed', { breakoutIds: due.map((b) => b.id) });
   const projectId = ctx.room.projectId;
   ctx.after(async () => {
-    for (const b of due) await ctx.rooms.deleteRoom(projectId, b.roomName).catch(() => {});
+    for (const b of due) void deleteWithRetries(() => ctx.rooms.deleteRoom(projectId, b.roomName));
   });
+}
+
+/** Attempts of a closed breakout room's delete, the first at once, then after 0.5, 1, 2, 4… s. */
+const DELETE_ATTEMPTS = 6;
+
+/**
+ * Deletes a closed breakout room, trying again while the shared state or the database fails (a
+ * delete is idempotent and ends a room its failed predecessor left live), in the background: the
+ * main room already said it closed, and its participants return when their room ends.
+ */
+async function deleteWithRetries(remove: () => Promise<void>) {
+  for (let attempt = 1; attempt <= DELETE_ATTEMPTS; attempt++) {
+    try {
+      await remove();
+      return;
+    } catch {
+      if (attempt < DELETE_ATTEMPTS) {
+        await new Promise((resolve) => setTimeout(resolve, 250 * 2 ** attempt));
+      }
+    }
+  }
 }

@@ -1,8 +1,14 @@
 package dev.svc.android.internal
 
+import dev.svc.android.SvcException
 import dev.svc.android.SvcIceServer
 import dev.svc.android.SvcTrackKind
 import dev.svc.android.SvcTrackSource
+import kotlinx.coroutines.CancellationException
+import kotlinx.coroutines.Job
+import kotlinx.coroutines.async
+import kotlinx.coroutines.coroutineScope
+import kotlinx.coroutines.isActive
 
 /**
  * The WebRTC stack behind the media API, one PeerConnection per track as the protocol wants. Two
@@ -68,4 +74,43 @@ internal interface MediaPeer {
 
     /** Closes the PeerConnection. */
     fun close()
+}
+
+/**
+ * A [MediaPeer] whose negotiation calls end once it is closed: a closed native PeerConnection may
+ * never call back (the WebRTC spec abandons its pending operations), and a negotiation waiting on
+ * it would wait for ever. A call cut short throws `media_failed`.
+ */
+internal class ClosablePeer(private val peer: MediaPeer) : MediaPeer by peer {
+    private val closed = Job()
+
+    override suspend fun createOffer(): String = untilClosed { peer.createOffer() }
+
+    override suspend fun acceptAnswer(sdp: String) = untilClosed { peer.acceptAnswer(sdp) }
+
+    override suspend fun answerOffer(sdp: String): String = untilClosed { peer.answerOffer(sdp) }
+
+    override fun close() {
+        closed.complete()
+        peer.close()
+    }
+
+    private suspend fun <T> untilClosed(call: suspend () -> T): T {
+        if (closed.isCompleted) throw closedError()
+        return coroutineScope {
+            val work = async { call() }
+            val cut = closed.invokeOnCompletion { work.cancel() }
+            try {
+                work.await()
+            } catch (e: CancellationException) {
+                // Cut short by close(), not by the caller's own cancellation.
+                if (closed.isCompleted && isActive) throw closedError()
+                throw e
+            } finally {
+                cut.dispose()
+            }
+        }
+    }
+
+    private fun closedError() = SvcException("media_failed", "The PeerConnection was closed")
 }

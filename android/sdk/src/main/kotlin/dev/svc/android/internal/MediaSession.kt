@@ -185,7 +185,7 @@ internal class MediaSession(
                 }
             },
         )
-        leg = Leg(peer)
+        leg = Leg(ClosablePeer(peer))
         return leg
     }
 

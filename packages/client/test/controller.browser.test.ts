@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { BACKENDS, uniqueName } from '../../server/test/helpers.ts';
 import {
+  logTails,
   type MediaNetwork,
   mediaEnv,
   mediaNetwork,
@@ -57,7 +58,7 @@ describe('room controller mute in real browsers', { skip: skip ?? false, timeout
       if (want(last)) return last;
       await b.page.waitForTimeout(100);
     }
-    throw new Error(`${what}: ${JSON.stringify(last)}`);
+    throw new Error(`${what}: ${JSON.stringify(last)}\n${logTails(net)}`);
   }
 
   test('muteParticipant silences a browser that ignores the mute', async () => {

@@ -5,6 +5,7 @@ import {
   janusHandles,
   janusHangup,
   janusPeerHandles,
+  logTails,
   type MediaNetwork,
   mediaEnv,
   mediaNetwork,
@@ -120,7 +121,7 @@ describe('media in real browsers', { skip: skip ?? false, timeout: 240_000 }, ()
       if (want(last)) return last;
       await b.page.waitForTimeout(100);
     }
-    throw new Error(`${what}: ${JSON.stringify(last)}`);
+    throw new Error(`${what}: ${JSON.stringify(last)}\n${logTails(net)}`);
   }
 
   const decodingVideo = (

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { BACKENDS, uniqueName } from '../../server/test/helpers.ts';
 import {
+  logTails,
   type MediaNetwork,
   mediaEnv,
   mediaNetwork,
@@ -156,7 +157,10 @@ describe('relay-only media through coturn', { skip: skip ?? false, timeout: 180_
           assert.equal(t.candidateType, 'relay', JSON.stringify(t));
           break;
         }
-        if (Date.now() > deadline) throw new Error(`no relayed video: ${JSON.stringify(last)}`);
+        if (Date.now() > deadline) {
+          const logs = logTails(net, ['turnserver.log']);
+          throw new Error(`no relayed video: ${JSON.stringify(last)}\n${logs}`);
+        }
         await b.page.waitForTimeout(100);
       }
     }

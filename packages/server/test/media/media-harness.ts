@@ -97,6 +97,29 @@ export function mediaEnv(net: MediaNetwork, extra: Record<string, string> = {}) 
   };
 }
 
+/**
+ * The last lines of the Janus log of a server started with {@link mediaEnv} (and of `others`,
+ * files in the network's directory), for a failure's message: a CI log then says which side
+ * dropped the media.
+ */
+export function logTails(net: MediaNetwork, others: string[] = [], lines = 40): string {
+  const files = [
+    path.join(net.dir, 'data', 'janus', 'janus.log'),
+    ...others.map((f) => path.join(net.dir, f)),
+  ];
+  return files
+    .map((file) => {
+      let text: string;
+      try {
+        text = fs.readFileSync(file, 'utf8');
+      } catch {
+        return `--- ${path.basename(file)}: none`;
+      }
+      return `--- ${path.basename(file)}, last ${lines} lines:\n${text.trimEnd().split('\n').slice(-lines).join('\n')}`;
+    })
+    .join('\n');
+}
+
 /** Runs `fn` with a connection to Janus's admin API, which takes the admin secret on each call. */
 async function withJanusAdmin<T>(
   net: MediaNetwork,

@@ -39,7 +39,8 @@ import {
 /**
  * Automatic reconnection. After a drop the client waits
  * `min(maxDelayMs, initialDelayMs · 2^(attempt−1))` scaled by a random factor in [0.5, 1)
- * ("equal jitter") before each attempt; after `maxAttempts` failed attempts it gives up
+ * ("equal jitter") before each attempt, and at least the `Retry-After` (up to a minute) of a
+ * 429 or 503 that refused the previous one; after `maxAttempts` failed attempts it gives up
  * (`FAILED`, `onDisconnected('RECONNECT_FAILED')`). With the defaults (10 attempts, 250 ms,
  * 10 s) it gives up after 28–56 s.
  */
@@ -126,6 +127,8 @@ const CLOSE_REASONS: Record<number, LeaveReason> = {
 
 /** A token closer than this to its expiry is renewed before a reconnection attempt. */
 const TOKEN_RENEW_MARGIN_MS = 30_000;
+/** The longest `Retry-After` a retry honours: a larger one waits this long. */
+const MAX_RETRY_AFTER_MS = 60_000;
 /** How long `disconnect()` waits for the server to confirm `session.leave`. */
 const LEAVE_TIMEOUT_MS = 2_000;
 
@@ -502,7 +505,7 @@ export class SvcClient {
         throw error;
       }
       if (error.code === 'token_expired') run.token = null;
-      await this.#reconnectLoop(run).catch((err) => {
+      await this.#reconnectLoop(run, error.retryAfterMs).catch((err) => {
         if (!run.ended) this.#fail(run, asSvcError(err), true);
       });
       if (this.#run === run && this.#room) return this.#room;
@@ -895,24 +898,28 @@ export class SvcClient {
     });
   }
 
-  async #reconnectLoop(run: Run) {
+  /** Reconnects `run`; `retryAfterMs`: the server asked to wait that long before the first attempt. */
+  async #reconnectLoop(run: Run, retryAfterMs = 0) {
     run.reconnecting = true;
     try {
-      await this.#reconnectAttempts(run);
+      await this.#reconnectAttempts(run, retryAfterMs);
     } finally {
       run.reconnecting = false;
     }
   }
 
-  async #reconnectAttempts(run: Run) {
+  async #reconnectAttempts(run: Run, firstRetryAfterMs: number) {
     run.droppedAt = Date.now();
     this.#state.set(SvcConnectionState.RECONNECTING);
     notify(this.onReconnecting);
     const policy = this.#reconnect;
     let lastError = new SvcError('reconnect_failed', 'Reconnection was disabled');
+    let retryAfter = firstRetryAfterMs;
     for (let attempt = 1; attempt <= policy.maxAttempts; attempt++) {
       const base = Math.min(policy.maxDelayMs, policy.initialDelayMs * 2 ** (attempt - 1));
-      await this.#sleep(run, base * (0.5 + this.#random() / 2));
+      // At least as long as the server asked (Retry-After of a 429 or 503), up to a minute.
+      const asked = Math.min(retryAfter, MAX_RETRY_AFTER_MS);
+      await this.#sleep(run, Math.max(base * (0.5 + this.#random() / 2), asked));
       if (run.ended) return;
       const canResume = Date.now() - run.droppedAt < run.departureGraceMs;
       try {
@@ -920,6 +927,7 @@ export class SvcClient {
       } catch (err) {
         if (run.ended) return;
         lastError = asSvcError(err);
+        retryAfter = lastError.retryAfterMs ?? 0;
         if (!RETRYABLE.has(lastError.code)) break;
         if (lastError.code === 'token_expired') run.token = null;
         continue;

@@ -49,11 +49,22 @@ export class SvcError extends Error {
   readonly closeCode?: number;
   /** The whole problem+json body, when there is one (e.g. `errors` of `invalid_request`). */
   readonly problem?: Problem;
+  /**
+   * How long the server asked to wait before trying again (`Retry-After` of a 429 or 503), in
+   * ms; the client's own retries (reconnection, room switches) wait at least this long.
+   */
+  readonly retryAfterMs?: number;
 
   constructor(
     code: SvcErrorCode,
     message?: string,
-    details: { status?: number; requestId?: string; closeCode?: number; problem?: Problem } = {},
+    details: {
+      status?: number;
+      requestId?: string;
+      closeCode?: number;
+      problem?: Problem;
+      retryAfterMs?: number;
+    } = {},
   ) {
     const known = isErrorCode(code) ? ERROR_CODES[code] : undefined;
     super(message ?? known?.title ?? code);
@@ -62,12 +73,26 @@ export class SvcError extends Error {
     this.requestId = details.requestId;
     this.closeCode = details.closeCode;
     this.problem = details.problem;
+    this.retryAfterMs = details.retryAfterMs;
   }
+}
+
+/** `Retry-After` in ms: delay-seconds or an HTTP date (RFC 9110 §10.2.3); undefined if absent or bad. */
+export function retryAfterMs(header: string | null, nowMs = Date.now()): number | undefined {
+  if (header === null) return undefined;
+  const value = header.trim();
+  if (/^\d+$/.test(value)) return Number(value) * 1000;
+  // An HTTP date names its day and month ("Sat, 28 Nov 2026 10:00:05 GMT"); Date.parse alone
+  // would also take "-1" or "1.5" as years.
+  if (!/^[A-Za-z]{3}, /.test(value)) return undefined;
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - nowMs);
 }
 
 /** Turns a non-2xx HTTP answer into an SvcError (problem+json when the server sent one). */
 export async function errorFromResponse(res: Response): Promise<SvcError> {
   const requestId = res.headers.get('request-id') ?? undefined;
+  const retryAfter = retryAfterMs(res.headers.get('retry-after'));
   let body: unknown;
   try {
     body = await res.json();
@@ -80,10 +105,12 @@ export async function errorFromResponse(res: Response): Promise<SvcError> {
       status: res.status,
       requestId: problem.requestId ?? requestId,
       problem,
+      retryAfterMs: retryAfter,
     });
   }
   return new SvcError('invalid_response', `HTTP ${res.status} without a problem body`, {
     status: res.status,
     requestId,
+    retryAfterMs: retryAfter,
   });
 }

@@ -497,6 +497,52 @@ for (const backend of BACKENDS) {
       await untilState(host, (st) => st.breakouts.length === 0);
     });
 
+    test('a way back refused with 503 and Retry-After waits that long before trying again', async () => {
+      const room = uniqueName('back503');
+      const host = await join(room, 'h', true);
+      // The main room's token requests after the breakout room closed: the first is answered 503.
+      const tokenAt: number[] = [];
+      let closing = false;
+      const a = new TestClient(s, {
+        apiKey: s.project.serverKey,
+        fetch: async (input, init) => {
+          if (closing && String(input).endsWith('/v1/realtime/token')) {
+            tokenAt.push(Date.now());
+            if (tokenAt.length === 1) {
+              return new Response(
+                JSON.stringify({
+                  type: 'about:blank',
+                  title: 'x',
+                  status: 503,
+                  code: 'service_unavailable',
+                }),
+                {
+                  status: 503,
+                  headers: { 'content-type': 'application/problem+json', 'retry-after': '2' },
+                },
+              );
+            }
+          }
+          return fetch(input, init);
+        },
+      });
+      clients.push(a);
+      await a.connect(roomOptions(room, 'a'));
+      const id = await host.client.controller.createBreakoutRoom('Team A', ['a']);
+      await a.client.controller.joinBreakoutRoom(id);
+      const aEvents = recordEvents(a);
+      await host.client.controller.closeBreakoutRooms({ countdownMs: 1_000 });
+      await aEvents.until((e) => e.type === 'breakout.closing');
+      closing = true;
+      clock.advance(1_001);
+      await a.waitFor('connected', () => a.client.room?.name === room, 15_000);
+      assert.equal(tokenAt.length, 2);
+      assert.ok(
+        tokenAt[1]! - tokenAt[0]! >= 2_000,
+        `retried after ${tokenAt[1]! - tokenAt[0]!} ms`,
+      );
+    });
+
     test('network quality is measured from the signaling round trip and sent to everyone', async () => {
       const room = uniqueName('quality');
       const a = await join(room, 'a');

@@ -34,9 +34,9 @@ import dev.svc.android.internal.SessionResumeData
 import dev.svc.android.internal.SessionResumedData
 import dev.svc.android.internal.SharedHttp
 import dev.svc.android.internal.SignalChannel
+import dev.svc.android.internal.Times
 import dev.svc.android.internal.UpdateMetadataData
 import dev.svc.android.internal.WireJson
-import java.time.Instant
 import kotlin.coroutines.EmptyCoroutineContext
 import kotlin.random.Random
 import kotlinx.coroutines.CancellationException
@@ -369,7 +369,7 @@ public class SvcClient internal constructor(
                     throw error
                 }
                 if (error.code == "token_expired") r.token = null
-                scope.launch { reconnectLoop(r) }.also { r.reconnect = it }.join()
+                scope.launch { reconnectLoop(r, error.retryAfterMs ?: 0) }.also { r.reconnect = it }.join()
                 true
             }
             if (retried) {
@@ -500,7 +500,9 @@ public class SvcClient internal constructor(
             if (r.ended) throw SvcException("client_disconnected", "disconnect() was called")
         }
         val token = r.token
-        if (token == null || Instant.parse(token.expiresAt).toEpochMilli() - System.currentTimeMillis() < TOKEN_RENEW_MARGIN_MS) {
+        // An expiry that does not parse counts as near: the token is renewed.
+        val expiresAtMs = token?.let { Times.isoMillis(it.expiresAt) } ?: 0L
+        if (token == null || expiresAtMs - System.currentTimeMillis() < TOKEN_RENEW_MARGIN_MS) {
             r.token = getToken(r.options)
         }
         ensureActive()
@@ -702,15 +704,18 @@ public class SvcClient internal constructor(
         r.reconnect = scope.launch { reconnectLoop(r) }
     }
 
-    private suspend fun reconnectLoop(r: Run) {
+    /** Reconnects [r]; [firstRetryAfterMs]: the server asked to wait that long before the first attempt. */
+    private suspend fun reconnectLoop(r: Run, firstRetryAfterMs: Long = 0) {
         r.droppedAt = System.currentTimeMillis()
         mutableState.value = SvcConnectionState.RECONNECTING
         dispatch(SvcEvent.Reconnecting)
         val policy = config.reconnectPolicy
         var lastError = SvcException("reconnect_failed", "Reconnection is disabled")
+        var retryAfterMs = firstRetryAfterMs
         for (attempt in 1..policy.maxAttempts) {
             val base = minOf(policy.maxDelayMs.toDouble(), policy.initialDelayMs * Math.pow(2.0, attempt - 1.0))
-            delay((base * (0.5 + random.nextDouble() / 2)).toLong())
+            // At least as long as the server asked (Retry-After of a 429 or 503), up to a minute.
+            delay(maxOf((base * (0.5 + random.nextDouble() / 2)).toLong(), minOf(retryAfterMs, MAX_RETRY_AFTER_MS)))
             if (r.ended) return
             val canResume = System.currentTimeMillis() - r.droppedAt < r.departureGraceMs
             val outcome = try {
@@ -720,6 +725,7 @@ public class SvcClient internal constructor(
             } catch (e: Throwable) {
                 if (r.ended) return
                 lastError = asSvc(e)
+                retryAfterMs = lastError.retryAfterMs ?: 0
                 if (lastError.code !in RETRYABLE) break
                 if (lastError.code == "token_expired") r.token = null
                 continue
@@ -947,6 +953,9 @@ public class SvcClient internal constructor(
 
         /** A token closer than this to its expiry is renewed before a reconnection attempt. */
         const val TOKEN_RENEW_MARGIN_MS = 30_000L
+
+        /** The longest `Retry-After` a retry honours: a larger one waits this long. */
+        const val MAX_RETRY_AFTER_MS = 60_000L
 
         /** How long [disconnect] waits for the server to confirm `session.leave`. */
         const val LEAVE_TIMEOUT_MS = 2_000L

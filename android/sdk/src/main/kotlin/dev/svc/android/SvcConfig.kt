@@ -48,7 +48,8 @@ public data class SvcConfig(
 /**
  * Automatic reconnection, as the TypeScript client does it. After a drop the client waits
  * `min(maxDelayMs, initialDelayMs · 2^(attempt−1))` scaled by a random factor in [0.5, 1) ("equal
- * jitter") before each attempt. Within the server's departure grace period (15 s by default) an attempt
+ * jitter") before each attempt, and at least the `Retry-After` (up to a minute) of a 429 or 503 that
+ * refused the previous one. Within the server's departure grace period (15 s by default) an attempt
  * resumes the session (others see nothing); after it, the attempt joins again as a new session. After
  * [maxAttempts] failed attempts the client gives up: [SvcConnectionState.FAILED] and
  * `onDisconnected(ReconnectFailed)`. With the defaults (10 attempts, 250 ms, 10 s) it gives up after 28–56 s.

@@ -27,6 +27,13 @@ public open class SvcException(
     /** The underlying failure, if any. */
     cause: Throwable? = null,
 ) : Exception(message, cause) {
+    /**
+     * How long the server asked to wait before trying again (`Retry-After` of a 429 or 503), in ms; the
+     * client's own retries (reconnection, room switches) wait at least this long.
+     */
+    public var retryAfterMs: Long? = null
+        internal set
+
     override fun toString(): String = "SvcException($code: $message)"
 }
 

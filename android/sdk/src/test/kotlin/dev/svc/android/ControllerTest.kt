@@ -1,5 +1,8 @@
 package dev.svc.android
 
+import dev.svc.android.internal.SharedHttp
+import java.util.concurrent.CopyOnWriteArrayList
+import java.util.concurrent.atomic.AtomicBoolean
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.async
 import kotlinx.coroutines.awaitAll
@@ -7,6 +10,9 @@ import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.flow.first
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
+import okhttp3.Protocol
+import okhttp3.Response
+import okhttp3.ResponseBody.Companion.toResponseBody
 import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertFalse
 import org.junit.jupiter.api.Assertions.assertNull
@@ -369,6 +375,46 @@ class ControllerTest {
                     ),
                     a.of<Seen.Disconnected>().map { it.reason },
                 )
+            }
+        }
+    }
+
+    @Test
+    fun `a way back refused with 503 and Retry-After waits that long before trying again`() = runBlocking<Unit> {
+        val name = uniqueRoom("ctl-back503")
+        // The main room's token requests once the breakout room is closing: the first is answered 503.
+        val tokenAt = CopyOnWriteArrayList<Long>()
+        val closing = AtomicBoolean(false)
+        val http = SharedHttp.client.newBuilder().addInterceptor { chain ->
+            val request = chain.request()
+            if (closing.get() && request.url.encodedPath.endsWith("/v1/realtime/token")) {
+                tokenAt.add(System.currentTimeMillis())
+                if (tokenAt.size == 1) {
+                    val problem = """{"type":"about:blank","title":"x","status":503,"code":"service_unavailable"}"""
+                    return@addInterceptor Response.Builder()
+                        .request(request)
+                        .protocol(Protocol.HTTP_1_1)
+                        .code(503)
+                        .message("Service Unavailable")
+                        .header("retry-after", "2")
+                        .body(problem.toResponseBody(null))
+                        .build()
+                }
+            }
+            chain.proceed(request)
+        }.build()
+        TestClient().use { h ->
+            TestClient(http = http).use { a ->
+                h.client.connect(roomOptions(name, "h", "Host", isHost = true))
+                a.client.connect(roomOptions(name, "a", "Ann"))
+                val id = h.ctl.createBreakoutRoom("Team A", listOf("a"))
+                a.ctl.joinBreakoutRoom(id)
+                a.ctl.await("a in the breakout room") { it.breakoutOf?.breakoutId == id }
+                closing.set(true)
+                h.ctl.closeBreakoutRooms(countdownMs = 0)
+                a.ctl.await("a back in the main room") { it.breakoutOf == null && a.client.room?.name == name }
+                assertEquals(2, tokenAt.size)
+                assertTrue(tokenAt[1] - tokenAt[0] >= 2_000, "retried after ${tokenAt[1] - tokenAt[0]} ms")
             }
         }
     }

@@ -54,6 +54,7 @@ internal class TestClient(
     reconnect: SvcReconnectPolicy = SvcReconnectPolicy(),
     val proxy: TcpProxy? = null,
     media: () -> dev.svc.android.internal.MediaEngine = { throw AssertionError("this test uses no media") },
+    http: okhttp3.OkHttpClient = dev.svc.android.internal.SharedHttp.client,
 ) : AutoCloseable {
     val client = SvcClient(
         SvcConfig(
@@ -64,6 +65,7 @@ internal class TestClient(
             heartbeatIntervalMs = 0,
         ),
         GrantedPlatform(),
+        http,
         mediaEngineFactory = media,
     )
     private val seen = MutableStateFlow<List<Seen>>(emptyList())

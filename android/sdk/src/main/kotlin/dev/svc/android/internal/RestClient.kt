@@ -62,7 +62,9 @@ internal class RestClient(
         response.use {
             val text = it.body.string()
             val requestId = it.header("request-id")
-            if (!it.isSuccessful) throw errorOf(it.code, text, requestId)
+            if (!it.isSuccessful) {
+                throw errorOf(it.code, text, requestId).apply { retryAfterMs = retryAfterMs(it.header("retry-after")) }
+            }
             if (answer == null || text.isEmpty()) return null
             return try {
                 WireJson.decodeFromString(answer, text)
@@ -93,6 +95,13 @@ internal class RestClient(
     private companion object {
         val JSON = "application/json".toMediaType()
     }
+}
+
+/** `Retry-After` in ms: delay-seconds or an HTTP date (RFC 9110 §10.2.3); null if absent or bad. */
+internal fun retryAfterMs(header: String?, nowMs: Long = System.currentTimeMillis()): Long? {
+    val value = header?.trim() ?: return null
+    if (value.isNotEmpty() && value.all { it in '0'..'9' }) return value.toLongOrNull()?.times(1000)
+    return Times.httpDateMillis(value)?.let { maxOf(0L, it - nowMs) }
 }
 
 private fun JsonObject?.string(key: String): String? = (this?.get(key) as? JsonPrimitive)?.takeIf { it.isString }?.content

@@ -82,7 +82,7 @@ export function retryAfterMs(header: string | null, nowMs = Date.now()): number 
   if (header === null) return undefined;
   const value = header.trim();
   if (/^\d+$/.test(value)) return Number(value) * 1000;
-  // An HTTP date names its day and month ("Sat, 28 Nov 2026 10:00:05 GMT"); Date.parse alone
+  // An HTTP date names its day and month ("Day, DD Mon YYYY hh:mm:ss GMT"); Date.parse alone
   // would also take "-1" or "1.5" as years.
   if (!/^[A-Za-z]{3}, /.test(value)) return undefined;
   const at = Date.parse(value);

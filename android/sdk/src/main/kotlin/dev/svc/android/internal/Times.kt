@@ -9,7 +9,7 @@ internal object Times {
     private val HTTP_DATE = Regex("""^[A-Z][a-z]{2}, (\d{2}) ([A-Z][a-z]{2}) (\d{4}) (\d{2}):(\d{2}):(\d{2}) GMT$""")
     private val MONTHS = listOf("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
-    /** An ISO 8601 UTC timestamp as the server writes them (`2026-11-28T01:45:55.989Z`), in epoch ms; null if not one. */
+    /** An ISO 8601 UTC timestamp as the server writes them (`YYYY-MM-DDThh:mm:ss.sssZ`), in epoch ms; null if not one. */
     fun isoMillis(text: String): Long? {
         val m = ISO.matchEntire(text) ?: return null
         val (y, mo, d, h, mi, s) = m.destructured
@@ -17,7 +17,7 @@ internal object Times {
         return epochMillis(y.toInt(), mo.toInt(), d.toInt(), h.toInt(), mi.toInt(), s.toInt())?.plus(fraction)
     }
 
-    /** An HTTP date (IMF-fixdate, `Sat, 28 Nov 2026 10:00:05 GMT`, RFC 9110 §5.6.7), in epoch ms; null if not one. */
+    /** An HTTP date (IMF-fixdate, `Day, DD Mon YYYY hh:mm:ss GMT`, RFC 9110 §5.6.7), in epoch ms; null if not one. */
     fun httpDateMillis(text: String): Long? {
         val m = HTTP_DATE.matchEntire(text) ?: return null
         val (d, mon, y, h, mi, s) = m.destructured

@@ -25,7 +25,7 @@ export const realtimePlugin: FastifyPluginAsync<{ svc: RealtimeDeps }> = async (
     memory: () => [new MemoryRoomStore(now, cfg.replayBuffer), false],
     redis: (redis) => [new RedisRoomStore(redis, now, cfg.replayBuffer), true],
   });
-  const rooms = new RoomService(svc, store, cfg, multiNode);
+  const rooms = new RoomService(svc, store, cfg, multiNode, app.log);
   const hub = new SignalingHub(svc, rooms, store, cfg, app.log);
   const media = new MediaService(
     createEngines(svc, app.log),

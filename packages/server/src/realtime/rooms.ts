@@ -14,6 +14,7 @@ import {
   type SvcTrackInfo,
   type TrackStopReason,
 } from '@svc/protocol';
+import type { FastifyBaseLogger } from 'fastify';
 import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import type { RealtimeConfig } from './config.ts';
@@ -170,6 +171,8 @@ export class RoomService implements ControllerRooms {
     private store: RoomStore,
     private cfg: RealtimeConfig,
     private multiNode: boolean,
+    /** Where the steps after a commit report their failures (they cannot fail the command). */
+    readonly log: Pick<FastifyBaseLogger, 'warn'>,
   ) {
     this.controller = new RoomController(svc, store, cfg.controller);
   }
@@ -640,7 +643,7 @@ export class RoomService implements ControllerRooms {
         if (!room || !p) return [];
         return this.removeParticipants(tx, room, [p], reason);
       })
-      .then(runAfter);
+      .then((after) => this.runAfter(rid, after));
   }
 
   private async removeParticipants(
@@ -882,7 +885,7 @@ export class RoomService implements ControllerRooms {
         await tx.commit(room, out.events, this.dueAt(room));
         return out.after;
       });
-      await runAfter(after);
+      await this.runAfter(rid, after);
     }
     return due.length;
   }
@@ -940,7 +943,7 @@ export class RoomService implements ControllerRooms {
       const last = events[events.length - 1];
       return last ? { ack: { ...result.ack, seq: last.seq } } : result;
     });
-    if (!answer.error) await runAfter(out.after);
+    if (!answer.error) await this.runAfter(claims.rid, out.after);
     return answer;
   }
 
@@ -1023,12 +1026,29 @@ export class RoomService implements ControllerRooms {
     });
   }
 
+  async forgetClosedBreakout(mainRid: string, roomName: string) {
+    await this.store.withLock(mainRid, async (tx) => {
+      const room = await tx.load();
+      const ctl = room?.controller;
+      if (!room || !ctl?.closed?.some((c) => c.roomName === roomName)) return;
+      ctl.closed = ctl.closed.filter((c) => c.roomName !== roomName);
+      await tx.commit(room, [], this.dueAt(room));
+    });
+  }
+
   async appendEvent(rid: string, type: string, data: unknown) {
     await this.store.appendIfMember(rid, null, { type, data });
   }
-}
 
-/** Runs the work a commit left for after its lock (one failure does not stop the others). */
-async function runAfter(after: (() => Promise<void>)[]) {
-  for (const fn of after) await fn().catch(() => {});
+  /**
+   * Runs the work a commit left for after its lock (an SFU mute, a webhook, another room's event).
+   * The commit stands whatever happens here, so a failure is logged and does not stop the others.
+   */
+  private async runAfter(rid: string, after: (() => Promise<void>)[]) {
+    for (const fn of after) {
+      await fn().catch((err: unknown) =>
+        this.log.warn({ err, roomId: rid }, 'realtime: a step after a room commit failed'),
+      );
+    }
+  }
 }

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import { BACKENDS, uniqueName } from '../helpers.ts';
 import { Receiver, verifyStandard } from '../webhooks/receiver.ts';
 import { type RealtimeServer, startRealtimeServer } from './rt-helpers.ts';
@@ -56,6 +57,29 @@ for (const backend of BACKENDS) {
       assert.equal(updated.json.data.outcome, 'accepted');
       const ev = await caller.waitType('invitation.updated');
       assert.equal(ev.data.outcome, 'accepted');
+    });
+
+    test('a webhook the database refuses after the commit: the command stands, the failure is logged', async () => {
+      const room = uniqueName('ring');
+      const caller = await s.connect(room, 'caller');
+      await caller.join();
+      // The outbox's table goes away under the running server: storing the webhook fails.
+      await sql`ALTER TABLE webhook_events RENAME TO webhook_events_away`.execute(s.store.db);
+      try {
+        const sent = await caller.request('invitation.send', { userIds: ['callee'] });
+        assert.equal(sent.type, 'ack');
+        const ev = await caller.waitType('invitation.created');
+        assert.equal(ev.data.invitation.id, sent.data.invitationId);
+      } finally {
+        await sql`ALTER TABLE webhook_events_away RENAME TO webhook_events`.execute(s.store.db);
+      }
+      const line = s.logs.lines
+        .map((l) => JSON.parse(l))
+        .find((l) => l.msg === 'realtime: a step after a room commit failed');
+      assert.ok(line, 'the failure is logged');
+      assert.equal(line.level, 40);
+      assert.match(line.roomId, /^rm_/);
+      assert.ok(line.err, 'with its error');
     });
   });
 }

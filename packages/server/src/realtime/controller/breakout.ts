@@ -1,7 +1,8 @@
 import { MAX_BREAKOUT_ROOMS } from '@svc/protocol';
+import { ApiError } from '../../http/problem.ts';
 import { newId } from '../../ids.ts';
 import { type CommandContext, type CommandGroup, refuse } from './command.ts';
-import { type BreakoutEntry, isAdmin } from './state.ts';
+import { type BreakoutEntry, type ClosedBreakout, isAdmin } from './state.ts';
 
 const adminsOf = (ctx: Pick<CommandContext, 'ctl'>) => [
   ...(ctx.ctl.hostUserId ? [ctx.ctl.hostUserId] : []),
@@ -127,37 +128,64 @@ export const breakoutCommands: CommandGroup = {
   },
 };
 
-/** Closes the breakout rooms whose countdown is over (called by the sweeper, under the lock). */
+/** The longest wait between two deletes of a closed breakout room. */
+const MAX_DELETE_BACKOFF_MS = 30_000;
+/** Deletes tried before a closed breakout room is given up (about ten minutes of failures). */
+const DELETE_ATTEMPTS = 25;
+
+/**
+ * Closes the breakout rooms whose countdown is over (called by the sweeper, under the main room's
+ * lock) and deletes them, their participants returning to the main room when their room ends. A
+ * closed room stays in the main room's `closed` list until its delete succeeds: a delete that fails
+ * (the shared state or the database is down) is tried again by whichever node sweeps the main room
+ * next, after 0.5, 1, 2… s (at most 30 s), so neither an outage nor a node's death strands the
+ * breakout room's participants.
+ */
 export function closeDueBreakouts(
   ctx: Pick<CommandContext, 'ctl' | 'now' | 'emit' | 'after' | 'room' | 'rooms'>,
 ) {
-  const due = ctx.ctl.breakouts.filter((b) => b.closesAt !== null && b.closesAt <= ctx.now);
-  if (due.length === 0) return;
-  ctx.ctl.breakouts = ctx.ctl.breakouts.filter((b) => !due.includes(b));
-  ctx.emit('breakout.closed', { breakoutIds: due.map((b) => b.id) });
-  const projectId = ctx.room.projectId;
-  ctx.after(async () => {
-    for (const b of due) void deleteWithRetries(() => ctx.rooms.deleteRoom(projectId, b.roomName));
-  });
-}
-
-/** Attempts of a closed breakout room's delete, the first at once, then after 0.5, 1, 2, 4… s. */
-const DELETE_ATTEMPTS = 6;
-
-/**
- * Deletes a closed breakout room, trying again while the shared state or the database fails (a
- * delete is idempotent and ends a room its failed predecessor left live), in the background: the
- * main room already said it closed, and its participants return when their room ends.
- */
-async function deleteWithRetries(remove: () => Promise<void>) {
-  for (let attempt = 1; attempt <= DELETE_ATTEMPTS; attempt++) {
-    try {
-      await remove();
-      return;
-    } catch {
-      if (attempt < DELETE_ATTEMPTS) {
-        await new Promise((resolve) => setTimeout(resolve, 250 * 2 ** attempt));
-      }
-    }
+  const { ctl, now } = ctx;
+  const due = ctl.breakouts.filter((b) => b.closesAt !== null && b.closesAt <= now);
+  if (due.length > 0) {
+    ctl.breakouts = ctl.breakouts.filter((b) => !due.includes(b));
+    ctx.emit('breakout.closed', { breakoutIds: due.map((b) => b.id) });
+    ctl.closed = [
+      ...(ctl.closed ?? []),
+      ...due.map((b) => ({ roomName: b.roomName, dueAt: now, attempts: 0 })),
+    ];
   }
+  const { projectId, rid } = ctx.room;
+  const pending: ClosedBreakout[] = [];
+  for (const c of ctl.closed ?? []) {
+    if (c.dueAt > now) {
+      pending.push(c);
+      continue;
+    }
+    if (c.attempts >= DELETE_ATTEMPTS) {
+      ctx.rooms.log.warn(
+        { roomName: c.roomName, attempts: c.attempts },
+        'realtime: a closed breakout room could not be deleted; given up',
+      );
+      continue;
+    }
+    c.attempts++;
+    c.dueAt = now + Math.min(250 * 2 ** c.attempts, MAX_DELETE_BACKOFF_MS);
+    pending.push(c);
+    const { roomName, attempts } = c;
+    ctx.after(async () => {
+      try {
+        await ctx.rooms.deleteRoom(projectId, roomName).catch((err: unknown) => {
+          // A room whose record is gone has nothing left to end.
+          if (!(err instanceof ApiError && err.code === 'room_not_found')) throw err;
+        });
+        await ctx.rooms.forgetClosedBreakout(rid, roomName);
+      } catch (err) {
+        ctx.rooms.log.warn(
+          { err, roomName, attempts },
+          'realtime: deleting a closed breakout room failed; the sweeper tries again',
+        );
+      }
+    });
+  }
+  ctl.closed = pending;
 }

@@ -7,6 +7,7 @@ import type {
   LeaveReason,
   SvcRoomRole,
 } from '@svc/protocol';
+import type { FastifyBaseLogger } from 'fastify';
 import type { RealtimeDeps } from '../deps.ts';
 import type { LiveParticipant, LiveRoom, RoomStore } from '../room-store.ts';
 import type { RoomClaims } from '../rooms.ts';
@@ -56,6 +57,10 @@ export interface ControllerRooms {
   appendEvent(rid: string, type: string, data: unknown): Promise<void>;
   /** Ends a room at once (its participants get `room.deleted`). */
   deleteRoom(projectId: string, roomName: string): Promise<void>;
+  /** Drops a closed breakout room from the main room's pending deletes (its delete succeeded). */
+  forgetClosedBreakout(mainRid: string, roomName: string): Promise<void>;
+  /** Where work done in the background reports its failures. */
+  readonly log: Pick<FastifyBaseLogger, 'warn'>;
 }
 
 /** Who may send a command; the server refuses others with the code in parentheses. */

@@ -241,6 +241,7 @@ export class RoomController {
     for (const w of ctl.waiting) due = Math.min(due, w.timeoutAtMs);
     for (const i of ctl.invitations) due = Math.min(due, i.expiresAt);
     for (const b of ctl.breakouts) if (b.closesAt !== null) due = Math.min(due, b.closesAt);
+    for (const c of ctl.closed ?? []) due = Math.min(due, c.dueAt);
     return due;
   }
 

@@ -42,6 +42,14 @@ export interface BreakoutEntry extends SvcBreakoutRoom {
   rid: string;
 }
 
+/** A closed breakout room whose delete is pending: next tried at `dueAt`. */
+export interface ClosedBreakout {
+  roomName: string;
+  dueAt: number;
+  /** Deletes tried so far. */
+  attempts: number;
+}
+
 /**
  * Everything the room controller decides, kept inside the live room (one value in the shared
  * state, changed under the room's lock). Lists keyed by user id are arrays, never objects indexed
@@ -63,6 +71,8 @@ export interface ControllerState {
   admitted: string[];
   invitations: SvcInvitation[];
   breakouts: BreakoutEntry[];
+  /** Closed breakout rooms still to delete, retried by the sweeper until their delete succeeds. */
+  closed?: ClosedBreakout[];
   /** In a breakout room: the main room, and who may join (assigned users and main-room admins). */
   breakoutOf: {
     roomName: string;

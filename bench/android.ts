@@ -1,4 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -7,45 +8,52 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import WebSocket from 'ws';
 import { SvcClient } from '../packages/client/src/index.ts';
-import { fmt, ROOT } from './lib.ts';
+import { fmt, median, ROOT } from './lib.ts';
 
 /**
  * The Kotlin client (JVM, android/) against `@svc/client` (Node), in one run against one server
  * (embedded default, media off): time from connect() to joined (a new client and room each time),
  * message round trip p50/p99 (send over the socket, receive it back from the room), and heap per
  * connected client (100 clients in one room). Target: Kotlin within 1.2× of TypeScript on each.
- * Needs a JDK and Maven (it compiles android/ tests if needed).
+ * Both halves are warmed up, then measured in alternating rounds (the order swapping each round);
+ * a gate is the median of the rounds' Kotlin / TypeScript ratios, so that a stall of the shared
+ * machine in one half's window does not decide it. Needs a JDK and Maven (it compiles android/
+ * tests if needed).
  */
 
-/**
- * Connects measured in a fresh process (reported, no target), then, after CONNECT_WARMUP more, measured
- * again warm (the gate): a JVM takes about 150 connects to compile the path (the TypeScript side runs the same).
- */
-const CONNECTS = 30;
+/** Connects measured in a fresh process (reported, no target). */
+const COLD_CONNECTS = 30;
+/** Connects before the rounds: a JVM takes about 150 to compile the path (Node runs the same). */
 const CONNECT_WARMUP = 120;
-const WARMUP = 300;
+const ROUNDS = 5;
+/** Per round and half: connects, then round trips after a warm-up on the round's new client. */
+const CONNECTS = 100;
+const WARMUP = 50;
 const MESSAGES = 300;
+const HEAP_ROUNDS = 3;
 const IDLE_CLIENTS = 100;
-/** Clients that warm the message path up together before it is measured, each with WARMUP messages. */
+/** Clients that warm the message path up together before the rounds, each with WARM_MESSAGES. */
 const WARM_CLIENTS = 20;
+const WARM_MESSAGES = 300;
 /** One message per 25 ms at most: the server allows 50 frames per second per connection. */
 const PACE_MS = 25;
 
-interface Result {
-  coldConnectP50: number;
-  connectP50: number;
-  connectP99: number;
-  rttP50: number;
-  rttP99: number;
-  rawRttP50: number;
-  rawRttP99: number;
-  bytesPerClient: number;
+/** What each half measures; the TypeScript one runs in this process, the Kotlin one in a JVM. */
+interface Half {
+  connects(count: number): Promise<number[]>;
+  warm(): Promise<void>;
+  roundTrips(warmup: number, measured: number): Promise<number[]>;
+  rawRoundTrips(warmup: number, measured: number): Promise<number[]>;
+  heapPerClient(clients: number): Promise<number>;
+  close(): Promise<void>;
 }
 
 const pct = (values: number[], p: number) => {
   const s = [...values].sort((a, b) => a - b);
   return s[Math.floor((s.length - 1) * p)]!;
 };
+
+type Server = Awaited<ReturnType<typeof startServer>>;
 
 async function startServer() {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-bench-android-'));
@@ -88,7 +96,7 @@ async function startServer() {
   };
 }
 
-async function typescript(server: Awaited<ReturnType<typeof startServer>>): Promise<Result> {
+function typescriptHalf(server: Server): Half {
   v8.setFlagsFromString('--expose-gc');
   const gc = vm.runInNewContext('gc') as () => void;
   const make = () =>
@@ -97,104 +105,99 @@ async function typescript(server: Awaited<ReturnType<typeof startServer>>): Prom
       { heartbeatIntervalMs: 0 },
     );
   const tag = Date.now();
+  let rooms = 0;
+  const roomName = (kind: string) => `bench-ts-${kind}-${tag}-${++rooms}`;
   const opts = (room: string, userId: string) => ({
     roomName: room,
     participant: { userId, name: userId },
     liveType: 'VIDEO_CONFERENCE' as const,
   });
-  const connectTimes = async (pass: string, count = CONNECTS) => {
-    const times: number[] = [];
-    for (let i = 1; i <= count; i++) {
-      const c = make();
-      const t0 = performance.now();
-      await c.connect(opts(`bench-ts-connect-${tag}-${pass}-${i}`, `u${i}`));
-      times.push(performance.now() - t0);
-      await c.disconnect();
-    }
-    return times;
+  /** One client's round trips: `sendMessage` awaited, then the message's own handler. */
+  const clientRoundTrips = async (warmup: number, measured: number, kind = 'rtt') => {
+    const c = make();
+    const waiting = new Map<string, () => void>();
+    c.onMessageReceived = (m) => {
+      waiting.get(m.message)?.();
+      waiting.delete(m.message);
+    };
+    const room = await c.connect(opts(roomName(kind), 'sender'));
+    const rtts = await roundTrips(warmup, measured, async (i) => {
+      const done = new Promise<void>((resolve) => waiting.set(`m${i}`, resolve));
+      await room.sendMessage(`m${i}`);
+      await done;
+    });
+    await c.disconnect();
+    return rtts;
   };
-  const cold = await connectTimes('cold');
-  await connectTimes('warm-up', CONNECT_WARMUP);
-  const connects = await connectTimes('warm');
-  // The message path is warmed up by several clients at once first (one alone, paced by the
-  // server's rate limit, would still be optimizing while it is measured), as on the Kotlin side.
-  await Promise.all(
-    Array.from({ length: WARM_CLIENTS }, async (_, n) => {
-      const w = make();
-      const waits = new Map<string, () => void>();
-      w.onMessageReceived = (m) => {
-        waits.get(m.message)?.();
-        waits.delete(m.message);
-      };
-      const r = await w.connect(opts(`bench-ts-warm-${tag}-${n}`, `warm${n}`));
-      await roundTrips(async (i) => {
-        const done = new Promise<void>((resolve) => waits.set(`m${i}`, resolve));
-        await r.sendMessage(`m${i}`);
-        await done;
-      }, 0);
-      await w.disconnect();
-    }),
-  );
-  const c = make();
-  const waiting = new Map<string, () => void>();
-  c.onMessageReceived = (m) => {
-    waiting.get(m.message)?.();
-    waiting.delete(m.message);
-  };
-  const room = await c.connect(opts(`bench-ts-rtt-${tag}`, 'sender'));
-  const rtts = await roundTrips(async (i) => {
-    const done = new Promise<void>((resolve) => waiting.set(`m${i}`, resolve));
-    await room.sendMessage(`m${i}`);
-    await done;
-  });
-  await c.disconnect();
-  const raw = await rawRoundTrips(make);
-  gc();
-  const before = process.memoryUsage().heapUsed;
-  const idle: SvcClient[] = [];
-  for (let i = 1; i <= IDLE_CLIENTS; i++) {
-    const x = make();
-    await x.connect(opts(`bench-ts-idle-${tag}`, `idle${i}`));
-    idle.push(x);
-  }
-  gc();
-  const bytesPerClient = (process.memoryUsage().heapUsed - before) / IDLE_CLIENTS;
-  for (const x of idle) await x.disconnect();
   return {
-    coldConnectP50: pct(cold, 0.5),
-    connectP50: pct(connects, 0.5),
-    connectP99: pct(connects, 0.99),
-    rttP50: pct(rtts, 0.5),
-    rttP99: pct(rtts, 0.99),
-    rawRttP50: pct(raw, 0.5),
-    rawRttP99: pct(raw, 0.99),
-    bytesPerClient,
+    async connects(count) {
+      const times: number[] = [];
+      for (let i = 1; i <= count; i++) {
+        const c = make();
+        const t0 = performance.now();
+        await c.connect(opts(roomName('connect'), `u${i}`));
+        times.push(performance.now() - t0);
+        await c.disconnect();
+      }
+      return times;
+    },
+    // Several clients at once, as on the Kotlin side (one alone, paced by the server's rate limit,
+    // would still be optimizing while it is measured).
+    async warm() {
+      await Promise.all(
+        Array.from({ length: WARM_CLIENTS }, () => clientRoundTrips(WARM_MESSAGES, 0, 'warm')),
+      );
+    },
+    roundTrips: (warmup, measured) => clientRoundTrips(warmup, measured),
+    rawRoundTrips: (warmup, measured) => rawRoundTrips(make, roomName('raw'), warmup, measured),
+    async heapPerClient(clients) {
+      gc();
+      const before = process.memoryUsage().heapUsed;
+      const idle: SvcClient[] = [];
+      const room = roomName('idle');
+      for (let i = 1; i <= clients; i++) {
+        const x = make();
+        await x.connect(opts(room, `idle${i}`));
+        idle.push(x);
+      }
+      gc();
+      const perClient = (process.memoryUsage().heapUsed - before) / clients;
+      for (const x of idle) await x.disconnect();
+      return perClient;
+    },
+    async close() {},
   };
 }
 
 /**
- * Times `trip(i)` for WARMUP + `measured` messages and returns the last `measured`, in ms, pausing
- * between them to stay under the server's per-connection rate (50 frames/s).
+ * Times `trip(i)` for `warmup` + `measured` messages and returns the last `measured`, in ms,
+ * pausing between them to stay under the server's per-connection rate.
  */
 async function roundTrips(
+  warmup: number,
+  measured: number,
   trip: (i: number) => Promise<void>,
-  measured = MESSAGES,
 ): Promise<number[]> {
   const rtts: number[] = [];
-  for (let i = 1; i <= WARMUP + measured; i++) {
+  for (let i = 1; i <= warmup + measured; i++) {
     const t0 = performance.now();
     await trip(i);
     const rtt = performance.now() - t0;
-    if (i > WARMUP) rtts.push(rtt);
+    if (i > warmup) rtts.push(rtt);
     await new Promise((resolve) => setTimeout(resolve, Math.max(0, PACE_MS - rtt)));
   }
   return rtts;
 }
 
 /** The same round trips over a bare `ws` socket, with no client library: Node's floor. */
-async function rawRoundTrips(make: () => SvcClient): Promise<number[]> {
+async function rawRoundTrips(
+  make: () => SvcClient,
+  roomName: string,
+  warmup: number,
+  measured: number,
+): Promise<number[]> {
   const token = await make().getToken({
-    roomName: `bench-ts-raw-${Date.now()}`,
+    roomName,
     participant: { userId: 'raw', name: 'raw' },
     liveType: 'VIDEO_CONFERENCE',
   });
@@ -211,7 +214,7 @@ async function rawRoundTrips(make: () => SvcClient): Promise<number[]> {
       if (text.includes('"message.received"')) received?.();
     });
   });
-  const rtts = await roundTrips(async (i) => {
+  const rtts = await roundTrips(warmup, measured, async (i) => {
     const done = new Promise<void>((resolve) => {
       received = resolve;
     });
@@ -224,7 +227,8 @@ async function rawRoundTrips(make: () => SvcClient): Promise<number[]> {
   return rtts;
 }
 
-function kotlin(server: Awaited<ReturnType<typeof startServer>>): Result {
+/** The Kotlin half: dev.svc.android.AndroidBench in a JVM, one command a line (see its KDoc). */
+function kotlinHalf(server: Server): Half {
   const sdk = path.join(ROOT, 'android', 'sdk');
   const mvn = (...args: string[]) =>
     execFileSync('mvn', ['-B', '-q', '-Dkotlin.compiler.daemon=false', ...args], {
@@ -258,55 +262,120 @@ function kotlin(server: Awaited<ReturnType<typeof startServer>>): Result {
       .split(path.delimiter)
       .filter((p) => !/android-all|com\/google\/android\/android\//.test(p)),
   ].join(path.delimiter);
-  const out = execFileSync(
+  const jvm = spawn(
     'java',
     ['-cp', cp, 'dev.svc.android.AndroidBench', server.baseUrl, server.projectId, server.clientKey],
-    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] },
+    { stdio: ['pipe', 'pipe', 'inherit'] },
   );
-  return JSON.parse(out.trim().split('\n').pop()!) as Result;
+  const lines = readline.createInterface({ input: jvm.stdout! });
+  const exited = once(jvm, 'exit').then(([code]) => {
+    throw new Error(`the Kotlin bench exited (${code})`);
+  });
+  exited.catch(() => {});
+  const ask = async <T>(command: string): Promise<T> => {
+    jvm.stdin!.write(`${command}\n`);
+    const [line] = (await Promise.race([once(lines, 'line'), exited])) as [string];
+    return JSON.parse(line) as T;
+  };
+  const samples = async (command: string) => (await ask<{ samples: number[] }>(command)).samples;
+  return {
+    connects: (count) => samples(`connect ${count}`),
+    warm: () => ask('warm'),
+    roundTrips: (warmup, measured) => samples(`rtt ${warmup} ${measured}`),
+    rawRoundTrips: (warmup, measured) => samples(`raw ${warmup} ${measured}`),
+    heapPerClient: async (clients) => (await ask<{ bytes: number }>(`heap ${clients}`)).bytes,
+    async close() {
+      jvm.stdin!.end('quit\n');
+      await once(jvm, 'exit');
+    },
+  };
+}
+
+/** A metric's pooled value for each half and the median of its rounds' Kotlin / TypeScript ratios. */
+interface Compared {
+  kt: number;
+  ts: number;
+  ratio: number;
+}
+
+/**
+ * Runs `measure` on both halves in ROUNDS alternating rounds (TypeScript first in odd rounds) and
+ * compares `stat` of each round's samples; the pooled values are `stat` over every round's samples.
+ */
+async function alternate(
+  kt: Half,
+  ts: Half,
+  rounds: number,
+  measure: (half: Half) => Promise<number[]>,
+  stats: Record<string, (samples: number[]) => number>,
+): Promise<Record<string, Compared>> {
+  const all = { kt: [] as number[][], ts: [] as number[][] };
+  for (let round = 0; round < rounds; round++) {
+    const order = round % 2 === 0 ? (['ts', 'kt'] as const) : (['kt', 'ts'] as const);
+    for (const side of order) all[side].push(await measure(side === 'kt' ? kt : ts));
+  }
+  return Object.fromEntries(
+    Object.entries(stats).map(([name, stat]) => [
+      name,
+      {
+        kt: stat(all.kt.flat()),
+        ts: stat(all.ts.flat()),
+        ratio: median(all.kt.map((k, i) => stat(k) / stat(all.ts[i]!))),
+      },
+    ]),
+  );
 }
 
 export async function run(): Promise<string> {
   const server = await startServer();
+  const ts = typescriptHalf(server);
+  const kt = kotlinHalf(server);
   try {
-    const ts = await typescript(server);
-    const kt = kotlin(server);
-    const row = (label: string, k: number, t: number, unit: string, digits = 1) =>
-      `| ${label} | ${fmt(k, digits)} ${unit} | ${fmt(t, digits)} ${unit} | ${fmt(k / t, 2)} |`;
+    const coldTs = await ts.connects(COLD_CONNECTS);
+    const coldKt = await kt.connects(COLD_CONNECTS);
+    for (const half of [ts, kt]) {
+      await half.connects(CONNECT_WARMUP);
+      await half.warm();
+    }
+    const p50 = (v: number[]) => pct(v, 0.5);
+    const p99 = (v: number[]) => pct(v, 0.99);
+    const connect = await alternate(kt, ts, ROUNDS, (h) => h.connects(CONNECTS), { p50, p99 });
+    const rtt = await alternate(kt, ts, ROUNDS, (h) => h.roundTrips(WARMUP, MESSAGES), {
+      p50,
+      p99,
+    });
+    const raw = await alternate(kt, ts, ROUNDS, (h) => h.rawRoundTrips(WARMUP, MESSAGES), {
+      p50,
+      p99,
+    });
+    const heap = await alternate(
+      kt,
+      ts,
+      HEAP_ROUNDS,
+      async (h) => [(await h.heapPerClient(IDLE_CLIENTS)) / 1024],
+      { median },
+    );
+    const row = (label: string, c: Compared, unit: string, digits: number, target: boolean) =>
+      `| ${label} | ${fmt(c.kt, digits)} ${unit} | ${fmt(c.ts, digits)} ${unit} | ${target ? `**${fmt(c.ratio, 2)}**` : fmt(c.ratio, 2)} | ${target ? (c.ratio <= 1.2 ? '≤ 1.2 ✅' : '≤ 1.2 ❌') : '—'} |`;
+    const cold = { kt: p50(coldKt), ts: p50(coldTs), ratio: p50(coldKt) / p50(coldTs) };
     return [
       '## Android (Kotlin JVM client) vs @svc/client',
       '',
-      `One server (embedded default, media off). Connect: ${CONNECTS} clients, each a new room, measured in the fresh process (reported without a target), then again after ${CONNECT_WARMUP} more (the gate); round trip: ${MESSAGES} messages after ${WARMUP} warm-up, one per ${PACE_MS} ms at most (the server's rate limit); memory: ${IDLE_CLIENTS} connected clients in one room (Kotlin: live JVM heap after a full GC, the clients sharing the process's OkHttp client; TypeScript: V8 heap after gc()). Each side measures from one thread that its clients' handlers also run on (Kotlin: a main-thread-like executor; TypeScript: the event loop). Target: Kotlin ≤ 1.2 × TypeScript.`,
+      `One server (embedded default, media off). Connect: ${COLD_CONNECTS} clients in the fresh process (no target), then ${CONNECT_WARMUP} more and ${WARM_CLIENTS} clients warming the message path up together (${WARM_MESSAGES} messages each); then ${ROUNDS} alternating rounds (the order swapping each round) of ${CONNECTS} connects (a new client and room each), ${MESSAGES} round trips after ${WARMUP} on a new client (one per ${PACE_MS} ms at most, the server's rate limit), and the same over a bare socket without the library (OkHttp's WebSocket; \`ws\`); memory: ${IDLE_CLIENTS} connected clients in one room, ${HEAP_ROUNDS} alternating rounds (Kotlin: live JVM heap after a full GC, the clients sharing the process's OkHttp client; TypeScript: V8 heap after gc()). Each side measures from one thread that its clients' handlers also run on (Kotlin: a main-thread-like executor; TypeScript: the event loop). Values are over all rounds' samples; the ratio is the median of the rounds' ratios. Target: Kotlin ≤ 1.2 × TypeScript.`,
       '',
-      '| | Kotlin | TypeScript | Kotlin / TS |',
-      '| --- | --- | --- | --- |',
-      row(
-        'connect() → joined p50, fresh process (no target)',
-        kt.coldConnectP50,
-        ts.coldConnectP50,
-        'ms',
-      ),
-      row('connect() → joined p50', kt.connectP50, ts.connectP50, 'ms'),
-      row('connect() → joined p99', kt.connectP99, ts.connectP99, 'ms'),
-      row('message round trip p50', kt.rttP50, ts.rttP50, 'ms', 2),
-      row('message round trip p99', kt.rttP99, ts.rttP99, 'ms', 2),
-      row(
-        'round trip p50, bare socket, no library (no target)',
-        kt.rawRttP50,
-        ts.rawRttP50,
-        'ms',
-        2,
-      ),
-      row(
-        'round trip p99, bare socket, no library (no target)',
-        kt.rawRttP99,
-        ts.rawRttP99,
-        'ms',
-        2,
-      ),
-      row('heap per connected client', kt.bytesPerClient / 1024, ts.bytesPerClient / 1024, 'KiB'),
+      '| | Kotlin | TypeScript | Kotlin / TS (median of rounds) | target |',
+      '| --- | --- | --- | --- | --- |',
+      row('connect() → joined p50, fresh process', cold, 'ms', 1, false),
+      row('connect() → joined p50', connect.p50!, 'ms', 1, true),
+      row('connect() → joined p99', connect.p99!, 'ms', 1, true),
+      row('message round trip p50', rtt.p50!, 'ms', 2, true),
+      row('message round trip p99', rtt.p99!, 'ms', 2, true),
+      row('round trip p50, bare socket, no library', raw.p50!, 'ms', 2, false),
+      row('round trip p99, bare socket, no library', raw.p99!, 'ms', 2, false),
+      row('heap per connected client', heap.median!, 'KiB', 1, true),
     ].join('\n');
   } finally {
+    await kt.close().catch(() => {});
     server.stop();
   }
 }

@@ -89,7 +89,7 @@ export const realtimePlugin: FastifyPluginAsync<{ svc: RealtimeDeps }> = async (
   await app.register(websocket, { options: { maxPayload: MAX_FRAME_BYTES } });
 
   app.get('/v1/realtime/ws', { websocket: true, schema: { hide: true } }, (socket, request) =>
-    hub.accept(socket, request.query as Record<string, unknown>),
+    hub.accept(socket, request.query as Record<string, unknown>, request.raw.socket),
   );
   await app.register(realtimeRoutes, { prefix: '/v1', rooms });
   await app.register(recordingRoutes, { prefix: '/v1', recordings });

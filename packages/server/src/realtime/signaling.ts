@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type { Duplex } from 'node:stream';
 import type { TSchema } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import {
@@ -94,10 +95,15 @@ class Connection {
   rttMs: number | null = null;
   pongAtMs = 0;
 
+  /** Whether the socket is corked until the end of this turn of the event loop. */
+  corked = false;
+
   constructor(
     readonly ws: WebSocket,
     burst: number,
     nowMs: number,
+    /** The upgraded TCP socket under `ws` (null for sockets not accepted from HTTP). */
+    readonly tcp: Duplex | null = null,
   ) {
     this.tokens = burst;
     this.refilledAtMs = nowMs;
@@ -186,8 +192,8 @@ export class SignalingHub {
   }
 
   /** Takes a new socket. Handlers are attached at once so no early frame is lost. */
-  accept(ws: WebSocket, query: Record<string, unknown>) {
-    const conn = new Connection(ws, this.cfg.rateBurst, this.svc.clock.now());
+  accept(ws: WebSocket, query: Record<string, unknown>, tcp: Duplex | null = null) {
+    const conn = new Connection(ws, this.cfg.rateBurst, this.svc.clock.now(), tcp);
     this.conns.add(conn);
     ws.on('message', (data, isBinary) => this.onFrame(conn, data, isBinary));
     ws.on('pong', (data) => {
@@ -275,6 +281,7 @@ export class SignalingHub {
    * frame never ends the process (the `ws` listener would rethrow it as an uncaught exception).
    */
   private onFrame(conn: Connection, raw: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) {
+    this.cork(conn);
     try {
       this.takeFrame(conn, raw, isBinary);
     } catch (err) {
@@ -733,6 +740,22 @@ export class SignalingHub {
   }
 
   // ---- Frames out, closing --------------------------------------------------------------------
+
+  /**
+   * Holds the connection's writes until the end of this turn of the event loop, so that the frames
+   * a request causes at once (its echo, its ack) leave in one write: the client's reader wakes once
+   * for them rather than once a frame.
+   */
+  private cork(conn: Connection) {
+    const tcp = conn.tcp;
+    if (!tcp || conn.corked) return;
+    conn.corked = true;
+    tcp.cork();
+    setImmediate(() => {
+      conn.corked = false;
+      tcp.uncork();
+    });
+  }
 
   private send(conn: Connection, text: string) {
     if (conn.ws.readyState === conn.ws.OPEN) conn.ws.send(text);

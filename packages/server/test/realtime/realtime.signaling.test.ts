@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import type { Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { DomainEvent } from '../../src/events.ts';
 import { BACKENDS } from '../helpers.ts';
@@ -17,6 +18,8 @@ for (const backend of BACKENDS) {
         ? Promise.resolve()
         : new Promise<void>((resolve) => domainWaiters.push({ match, resolve }));
     const open: RtClient[] = [];
+    /** The server's accepted TCP sockets. */
+    const sockets = new Set<Socket>();
     const connect = async (r: string, user: string, extra?: Record<string, unknown>) => {
       const c = await s.connect(r, user, extra);
       open.push(c);
@@ -27,6 +30,7 @@ for (const backend of BACKENDS) {
       s = await startRealtimeServer(backend, {
         env: { SVC_REALTIME_DEPARTURE_GRACE_MS: '1500', SVC_REALTIME_EMPTY_TIMEOUT_MS: '1500' },
       });
+      s.app.server.on('connection', (socket: Socket) => sockets.add(socket));
       s.app.svc.events.addSink(async (e) => {
         domain.push(e);
         for (const w of [...domainWaiters]) {
@@ -117,6 +121,33 @@ for (const backend of BACKENDS) {
         all,
         Array.from({ length: all.length }, (_, i) => start + 1 + i),
       );
+    });
+
+    test("a message's echo and its ack leave the server in one write", async (t) => {
+      // In process, the echo and the ack are both written in the turn that takes the frame; with
+      // Redis the echo comes back through the room's channel, in a turn of its own.
+      if (backend.state !== 'memory') return t.skip('the echo comes from Redis in another turn');
+      const r = room('one-write');
+      const c = await connect(r, 'u1');
+      await c.join();
+      // The server's end of this client's TCP connection, found by the client's local port.
+      const local = (c.ws as unknown as { _socket: Socket })._socket.localPort;
+      const server = [...sockets].find((x) => x.remotePort === local);
+      assert.ok(server, "the server's socket");
+      const writes: number[] = [];
+      const spied = server as unknown as Record<'_write' | '_writev', (...a: unknown[]) => void>;
+      for (const name of ['_write', '_writev'] as const) {
+        const original = spied[name].bind(server);
+        spied[name] = (...a) => {
+          writes.push(name === '_writev' ? (a[0] as unknown[]).length : 1);
+          original(...a);
+        };
+      }
+      const ack = await c.request('message.send', { message: 'hello' });
+      assert.equal(ack.type, 'ack');
+      const echo = await c.waitType('message.received', (f) => f.data.message === 'hello');
+      assert.equal(echo.seq, ack.data.seq);
+      assert.equal(writes.length, 1, `one write for the echo and the ack, got ${writes.length}`);
     });
 
     test('a drop within the grace period resumes with the missed events and no churn', async () => {

@@ -5,11 +5,13 @@ import java.lang.management.MemoryType
 import java.util.concurrent.ConcurrentHashMap
 import java.util.concurrent.atomic.AtomicReference
 import kotlinx.coroutines.CompletableDeferred
+import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.async
 import kotlinx.coroutines.awaitAll
 import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.delay
 import kotlinx.coroutines.runBlocking
+import kotlinx.coroutines.withContext
 import kotlinx.coroutines.withTimeout
 import okhttp3.Request
 import okhttp3.Response
@@ -18,19 +20,21 @@ import okhttp3.WebSocketListener
 
 /**
  * The Kotlin half of `npm run bench -- android` (bench/android.ts runs the TypeScript half against the
- * same server and compares): connect() → joined, message round trip, heap per connected client.
- * Arguments: baseUrl projectId clientKey. Prints one JSON line.
+ * same server, alternating rounds with this one). Arguments: baseUrl projectId clientKey. Reads one
+ * command a line from stdin and answers each with one JSON line on stdout:
+ * - `connect <count>`: connect() → joined of `count` new clients, each in a new room: `{"samples":[ms…]}`
+ * - `warm`: warms the message path up (several clients at once): `{}`
+ * - `rtt <warmup> <measured>`: message round trips through the library: `{"samples":[ms…]}`
+ * - `raw <warmup> <measured>`: the same over a bare OkHttp WebSocket: `{"samples":[ms…]}`
+ * - `heap <clients>`: live heap per connected client, all in one room: `{"bytes":n}`
+ * - `quit`
  */
 object AndroidBench {
-    /** Connects measured in the fresh JVM (reported, no target), then, after [CONNECT_WARMUP] more, measured warm (the gate). */
-    private const val CONNECTS = 30
-    private const val CONNECT_WARMUP = 120
-    private const val WARMUP = 300
-
-    /** Clients that warm the message path up together before it is measured, each with [WARMUP] messages. */
+    /** Clients that warm the message path up together, each with [WARM_MESSAGES] messages. */
     private const val WARM_CLIENTS = 20
-    private const val MESSAGES = 300
-    private const val IDLE_CLIENTS = 100
+    private const val WARM_MESSAGES = 300
+
+    /** One message per 25 ms at most: the server allows 50 frames per second per connection. */
     private const val PACE_MS = 25.0
 
     /**
@@ -40,14 +44,19 @@ object AndroidBench {
      */
     private val platform = GrantedPlatform()
 
+    private lateinit var args: Array<String>
+    private val tag = System.nanoTime()
+    private var rooms = 0
+
+    /** A room name no other command used. */
+    private fun roomName(kind: String) = "bench-kt-$kind-$tag-${++rooms}"
+
     /** A client as the public constructor makes it: the process's shared OkHttp client. */
-    private fun client(args: Array<String>) = SvcClient(
+    private fun client() = SvcClient(
         SvcConfig(args[1], args[2], baseUrl = args[0], heartbeatIntervalMs = 0),
         platform,
         mediaEngineFactory = { throw AssertionError("no media in the benchmark") },
     )
-
-    private fun percentile(values: List<Double>, p: Double): Double = values.sorted().let { it[((it.size - 1) * p).toInt()] }
 
     /**
      * The live heap: what the heap's pools held right after a full collection (Node's `heapUsed` after
@@ -62,25 +71,61 @@ object AndroidBench {
     }
 
     /**
-     * Times [trip] for [WARMUP] + [measured] messages and returns the last [measured], in ms, pausing
-     * between them to stay under the server's per-connection rate (50 frames/s).
+     * Times [trip] for [warmup] + [measured] messages and returns the last [measured], in ms, pausing
+     * between them to stay under the server's per-connection rate.
      */
-    private suspend fun roundTrips(measured: Int = MESSAGES, trip: suspend (Int) -> Unit): List<Double> = (1..WARMUP + measured).map { i ->
+    private suspend fun roundTrips(warmup: Int, measured: Int, trip: suspend (Int) -> Unit): List<Double> =
+        (1..warmup + measured).map { i ->
+            val t0 = System.nanoTime()
+            trip(i)
+            val ms = (System.nanoTime() - t0) / 1e6
+            delay((PACE_MS - ms).toLong().coerceAtLeast(0))
+            ms
+        }.drop(warmup)
+
+    private suspend fun connects(count: Int): List<Double> = (1..count).map { i ->
+        val c = client()
         val t0 = System.nanoTime()
-        trip(i)
+        c.connect(roomOptions(roomName("connect"), "u$i"))
         val ms = (System.nanoTime() - t0) / 1e6
-        delay((PACE_MS - ms).toLong().coerceAtLeast(0))
+        c.close()
         ms
-    }.drop(WARMUP)
+    }
+
+    /**
+     * One client's round trips: `sendMessage` awaited, then the message's own `message.received` handler.
+     */
+    private suspend fun clientRoundTrips(warmup: Int, measured: Int, kind: String = "rtt"): List<Double> {
+        val c = client()
+        val waiting = ConcurrentHashMap<String, CompletableDeferred<Unit>>()
+        c.onMessageReceived = { m, _ -> waiting.remove(m.message)?.complete(Unit) }
+        val room = c.connect(roomOptions(roomName(kind), "sender"))
+        val rtts = roundTrips(warmup, measured) { i ->
+            val done = CompletableDeferred<Unit>()
+            waiting["m$i"] = done
+            room.sendMessage("m$i")
+            withTimeout(10_000) { done.await() }
+        }
+        c.close()
+        return rtts
+    }
+
+    /**
+     * Warms the message path up with several clients at once: one alone, paced by the server's rate
+     * limit, would still be meeting the JIT's thresholds, and compiling, while it is measured.
+     */
+    private suspend fun warm() = coroutineScope {
+        (1..WARM_CLIENTS).map { async { clientRoundTrips(WARM_MESSAGES, 0, "warm") } }.awaitAll()
+    }
 
     /**
      * The same round trips over a bare OkHttp WebSocket, with no client library: sent from this thread
      * (OkHttp writes on its writer thread) and answered on it (the reader thread completes the wait, which
      * resumes here). The floor of any OkHttp client that keeps Android's threading contract.
      */
-    private suspend fun rawRoundTrips(args: Array<String>): List<Double> {
-        val tokenClient = client(args)
-        val token = tokenClient.getToken(roomOptions("bench-kt-raw-${System.nanoTime()}", "raw"))
+    private suspend fun rawRoundTrips(warmup: Int, measured: Int): List<Double> {
+        val tokenClient = client()
+        val token = tokenClient.getToken(roomOptions(roomName("raw"), "raw"))
         tokenClient.close()
         val joined = CompletableDeferred<Unit>()
         val received = AtomicReference<CompletableDeferred<Unit>?>()
@@ -98,7 +143,7 @@ object AndroidBench {
             },
         )
         withTimeout(10_000) { joined.await() }
-        val rtts = roundTrips { i ->
+        val rtts = roundTrips(warmup, measured) { i ->
             val done = CompletableDeferred<Unit>().also { received.set(it) }
             socket.send("""{"id":"$i","type":"message.send","data":{"message":"m$i"}}""")
             withTimeout(10_000) { done.await() }
@@ -107,77 +152,38 @@ object AndroidBench {
         return rtts
     }
 
-    @JvmStatic
-    fun main(args: Array<String>) {
-        runBlocking(platform.callbackDispatcher) { measure(args) }
-        kotlin.system.exitProcess(0)
+    /** Heap per connected client, [count] clients in one room (so each holds everyone's record). */
+    private suspend fun heapPerClient(count: Int): Long {
+        val before = heapUsed()
+        val room = roomName("idle")
+        val idle = (1..count).map { i -> client().also { it.connect(roomOptions(room, "idle$i")) } }
+        val perClient = (heapUsed() - before) / count
+        idle.forEach { it.close() }
+        return perClient
     }
 
-    private suspend fun measure(args: Array<String>) {
-        val tag = System.nanoTime()
+    private fun samples(values: List<Double>) = values.joinToString(",", """{"samples":[""", "]}")
 
-        // connect() → joined, each a new client and a new room
-        suspend fun connectTimes(pass: String, count: Int = CONNECTS) = (1..count).map { i ->
-            val c = client(args)
-            val t0 = System.nanoTime()
-            c.connect(roomOptions("bench-kt-connect-$tag-$pass-$i", "u$i"))
-            val ms = (System.nanoTime() - t0) / 1e6
-            c.close()
-            ms
-        }
-        val cold = connectTimes("cold")
-        connectTimes("warm-up", CONNECT_WARMUP)
-        val connects = connectTimes("warm")
-
-        // message round trip: send over the socket, wait for the room to deliver it back; first the
-        // message path is warmed up by several clients at once (one alone, paced by the server's rate
-        // limit, would still be meeting the JIT's thresholds, and compiling, while it is measured)
-        coroutineScope {
-            (1..WARM_CLIENTS).map { n ->
-                async {
-                    val w = client(args)
-                    val waits = ConcurrentHashMap<String, CompletableDeferred<Unit>>()
-                    w.onMessageReceived = { m, _ -> waits.remove(m.message)?.complete(Unit) }
-                    val r = w.connect(roomOptions("bench-kt-warm-$tag-$n", "warm$n"))
-                    roundTrips(0) { i ->
-                        val done = CompletableDeferred<Unit>()
-                        waits["m$i"] = done
-                        r.sendMessage("m$i")
-                        withTimeout(10_000) { done.await() }
-                    }
-                    w.close()
+    @JvmStatic
+    fun main(args: Array<String>) {
+        this.args = args
+        runBlocking(platform.callbackDispatcher) {
+            while (true) {
+                val command = withContext(Dispatchers.IO) { readlnOrNull() }?.trim()?.split(" ") ?: break
+                val n = command.drop(1).map { it.toInt() }
+                val answer = when (command[0]) {
+                    "connect" -> samples(connects(n[0]))
+                    "warm" -> "{}".also { warm() }
+                    "rtt" -> samples(clientRoundTrips(n[0], n[1]))
+                    "raw" -> samples(rawRoundTrips(n[0], n[1]))
+                    "heap" -> """{"bytes":${heapPerClient(n[0])}}"""
+                    "quit" -> break
+                    else -> error("unknown command ${command[0]}")
                 }
-            }.awaitAll()
+                println(answer)
+                System.out.flush()
+            }
         }
-        val c = client(args)
-        val waiting = ConcurrentHashMap<String, CompletableDeferred<Unit>>()
-        c.onMessageReceived = { m, _ -> waiting.remove(m.message)?.complete(Unit) }
-        val room = c.connect(roomOptions("bench-kt-rtt-$tag", "sender"))
-        val rtts = roundTrips { i ->
-            val done = CompletableDeferred<Unit>()
-            waiting["m$i"] = done
-            room.sendMessage("m$i")
-            withTimeout(10_000) { done.await() }
-        }
-        c.close()
-        val raw = rawRoundTrips(args)
-
-        // heap per connected client (all in one room, so each also holds everyone's participant record)
-        val before = heapUsed()
-        val idle = (1..IDLE_CLIENTS).map { i -> client(args).also { it.connect(roomOptions("bench-kt-idle-$tag", "idle$i")) } }
-        val perClient = (heapUsed() - before) / IDLE_CLIENTS
-        idle.forEach { it.close() }
-
-        val result = mapOf(
-            "coldConnectP50" to percentile(cold, 0.5),
-            "connectP50" to percentile(connects, 0.5),
-            "connectP99" to percentile(connects, 0.99),
-            "rttP50" to percentile(rtts, 0.5),
-            "rttP99" to percentile(rtts, 0.99),
-            "rawRttP50" to percentile(raw, 0.5),
-            "rawRttP99" to percentile(raw, 0.99),
-            "bytesPerClient" to perClient,
-        )
-        println(result.entries.joinToString(",", "{", "}") { (k, v) -> "\"$k\":$v" })
+        kotlin.system.exitProcess(0)
     }
 }

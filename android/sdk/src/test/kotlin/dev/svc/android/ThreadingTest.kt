@@ -1,5 +1,6 @@
 package dev.svc.android
 
+import dev.svc.android.internal.SharedHttp
 import java.util.Collections
 import java.util.concurrent.ConcurrentHashMap
 import java.util.concurrent.CountDownLatch
@@ -10,6 +11,11 @@ import kotlinx.coroutines.awaitAll
 import kotlinx.coroutines.delay
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
+import okhttp3.Call
+import okhttp3.Connection
+import okhttp3.ConnectionPool
+import okhttp3.EventListener
+import okhttp3.Request
 import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
@@ -80,5 +86,26 @@ class ThreadingTest {
             clients.forEach { it.close() }
             server.stop()
         }
+    }
+
+    @Test
+    fun `the library's sockets send small writes at once (TCP_NODELAY)`() {
+        // Nagle's algorithm would hold a frame written behind an unacknowledged pong for up to 40 ms.
+        // A WebSocket's connection comes from the same client (OkHttp derives the socket's client from
+        // it, socket factory included, and reports no events for it): a REST call's connection shows it.
+        val noDelay = Collections.synchronizedList(ArrayList<Boolean>())
+        val http = SharedHttp.client.newBuilder()
+            .connectionPool(ConnectionPool()) // a fresh connection, not one another test left open
+            .eventListener(
+                object : EventListener() {
+                    override fun connectionAcquired(call: Call, connection: Connection) {
+                        noDelay += connection.socket().tcpNoDelay
+                    }
+                },
+            )
+            .build()
+        val url = "${TestServer.shared.baseUrl}/healthz"
+        http.newCall(Request.Builder().url(url).build()).execute().use { assertEquals(200, it.code) }
+        assertEquals(listOf(true), noDelay.toList())
     }
 }

@@ -21,8 +21,8 @@ internal class LockedDispatcher(private val lock: Any, private val base: Corouti
 /**
  * The process's one OkHttp client, shared by every [dev.svc.android.SvcClient]: one connection pool (a
  * token request reuses a kept-alive connection) and one dispatcher, whose threads end after 60 s idle and
- * whose idle connections are evicted after 5 minutes, so an idle process keeps nothing running. Created on
- * first use.
+ * whose idle connections are evicted after 5 minutes, so an idle process keeps nothing running. Its sockets
+ * send small writes at once ([NoDelaySocketFactory]). Created on first use.
  */
 internal object SharedHttp {
     /**
@@ -35,6 +35,7 @@ internal object SharedHttp {
     val client: OkHttpClient by lazy {
         OkHttpClient.Builder()
             .dispatcher(Dispatcher().apply { maxRequests = MAX_RUNNING_CALLS })
+            .socketFactory(NoDelaySocketFactory)
             .build()
     }
 }

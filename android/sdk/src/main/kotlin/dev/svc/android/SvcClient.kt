@@ -533,8 +533,9 @@ public class SvcClient internal constructor(
         )
         r.channel = channel
         try {
-            channel.open(rewriteUrl(r.token!!.wsUrl))
-            ensureActive()
+            // The first request goes out with the socket's opening (as a browser sends on `open`),
+            // not after a hop back here once it is open.
+            channel.start(rewriteUrl(r.token!!.wsUrl))
             var joinNeeded = true
             val sessionId = r.sessionId
             val resumeToken = r.resumeToken
@@ -543,6 +544,7 @@ public class SvcClient internal constructor(
                     channel.request(
                         "session.resume",
                         WireJson.encodeToJsonElement(SessionResumeData.serializer(), SessionResumeData(sessionId, resumeToken, r.lastSeq)),
+                        whileOpening = true,
                     )
                     joinNeeded = false
                 } catch (e: SvcException) {
@@ -550,7 +552,7 @@ public class SvcClient internal constructor(
                     if (e.code != "resume_failed") throw e
                 }
             }
-            if (joinNeeded) channel.request("session.join")
+            if (joinNeeded) channel.request("session.join", whileOpening = true)
             val how = outcome.await()
             ensureActive()
             if (config.heartbeatIntervalMs > 0) startHeartbeat(r, channel)

@@ -101,6 +101,16 @@ internal class SignalChannel(
 
     /** Opens the socket; returns once it is open, throws the close's error if it closes first. */
     suspend fun open(url: String) {
+        start(url)
+        opened.await()
+    }
+
+    /**
+     * Starts opening the socket and returns at once; [request] with `whileOpening` may follow right
+     * away (OkHttp sends what was queued as soon as the socket opens, and a socket that fails to open
+     * fails the request with the close's error).
+     */
+    fun start(url: String) {
         val request = try {
             Request.Builder().url(url).build()
         } catch (e: IllegalArgumentException) {
@@ -134,23 +144,32 @@ internal class SignalChannel(
             closeError?.let { throw it }
             socket = http.newWebSocket(request, listener)
         }
-        opened.await()
     }
 
     /**
      * Sends a request; returns the ack's data, throws the error frame's code as [SvcException]. When the
      * channel is not open it throws [notOpen] if given, else the close's error (or `connection_closed`).
      */
-    suspend fun request(type: String, data: JsonElement = JsonObject(emptyMap()), notOpen: (() -> SvcException)? = null): JsonObject =
-        request(type, JsonElement.serializer(), data, notOpen)
+    suspend fun request(
+        type: String,
+        data: JsonElement = JsonObject(emptyMap()),
+        notOpen: (() -> SvcException)? = null,
+        whileOpening: Boolean = false,
+    ): JsonObject = request(type, JsonElement.serializer(), data, notOpen, whileOpening)
 
     /** [request] with typed data, written straight into the frame's text (no intermediate JSON tree). */
-    suspend fun <T> request(type: String, serializer: KSerializer<T>, data: T, notOpen: (() -> SvcException)? = null): JsonObject {
+    suspend fun <T> request(
+        type: String,
+        serializer: KSerializer<T>,
+        data: T,
+        notOpen: (() -> SvcException)? = null,
+        whileOpening: Boolean = false,
+    ): JsonObject {
         val id: String
         val answer = CompletableDeferred<JsonObject>()
         synchronized(requests) {
             val ws = socket
-            if (closed || ws == null || !opened.isCompleted) {
+            if (closed || ws == null || !(whileOpening || opened.isCompleted)) {
                 throw notOpen?.invoke() ?: closeError ?: SvcException("connection_closed", "The signaling channel is closed")
             }
             id = (nextId++).toString()

@@ -296,6 +296,8 @@ interface Compared {
   kt: number;
   ts: number;
   ratio: number;
+  /** Each round's Kotlin / TypeScript ratio, in round order. */
+  rounds: number[];
 }
 
 /**
@@ -321,6 +323,7 @@ async function alternate(
         kt: stat(all.kt.flat()),
         ts: stat(all.ts.flat()),
         ratio: median(all.kt.map((k, i) => stat(k) / stat(all.ts[i]!))),
+        rounds: all.kt.map((k, i) => stat(k) / stat(all.ts[i]!)),
       },
     ]),
   );
@@ -356,15 +359,15 @@ export async function run(): Promise<string> {
       { median },
     );
     const row = (label: string, c: Compared, unit: string, digits: number, target: boolean) =>
-      `| ${label} | ${fmt(c.kt, digits)} ${unit} | ${fmt(c.ts, digits)} ${unit} | ${target ? `**${fmt(c.ratio, 2)}**` : fmt(c.ratio, 2)} | ${target ? (c.ratio <= 1.2 ? '≤ 1.2 ✅' : '≤ 1.2 ❌') : '—'} |`;
-    const cold = { kt: p50(coldKt), ts: p50(coldTs), ratio: p50(coldKt) / p50(coldTs) };
+      `| ${label} | ${fmt(c.kt, digits)} ${unit} | ${fmt(c.ts, digits)} ${unit} | ${target ? `**${fmt(c.ratio, 2)}**` : fmt(c.ratio, 2)} | ${c.rounds.map((r) => fmt(r, 2)).join(' ') || '—'} | ${target ? (c.ratio <= 1.2 ? '≤ 1.2 ✅' : '≤ 1.2 ❌') : '—'} |`;
+    const cold = { kt: p50(coldKt), ts: p50(coldTs), ratio: p50(coldKt) / p50(coldTs), rounds: [] };
     return [
       '## Android (Kotlin JVM client) vs @svc/client',
       '',
       `One server (embedded default, media off). Connect: ${COLD_CONNECTS} clients in the fresh process (no target), then ${CONNECT_WARMUP} more and ${WARM_CLIENTS} clients warming the message path up together (${WARM_MESSAGES} messages each); then ${ROUNDS} alternating rounds (the order swapping each round) of ${CONNECTS} connects (a new client and room each), ${MESSAGES} round trips after ${WARMUP} on a new client (one per ${PACE_MS} ms at most, the server's rate limit), and the same over a bare socket without the library (OkHttp's WebSocket; \`ws\`); memory: ${IDLE_CLIENTS} connected clients in one room, ${HEAP_ROUNDS} alternating rounds (Kotlin: live JVM heap after a full GC, the clients sharing the process's OkHttp client; TypeScript: V8 heap after gc()). Each side measures from one thread that its clients' handlers also run on (Kotlin: a main-thread-like executor; TypeScript: the event loop). Values are over all rounds' samples; the ratio is the median of the rounds' ratios. Target: Kotlin ≤ 1.2 × TypeScript.`,
       '',
-      '| | Kotlin | TypeScript | Kotlin / TS (median of rounds) | target |',
-      '| --- | --- | --- | --- | --- |',
+      '| | Kotlin | TypeScript | Kotlin / TS (median of rounds) | rounds | target |',
+      '| --- | --- | --- | --- | --- | --- |',
       row('connect() → joined p50, fresh process', cold, 'ms', 1, false),
       row('connect() → joined p50', connect.p50!, 'ms', 1, true),
       row('connect() → joined p99', connect.p99!, 'ms', 1, true),

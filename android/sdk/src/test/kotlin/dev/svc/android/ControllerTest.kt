@@ -355,10 +355,14 @@ class ControllerTest {
                 // The breakout room's socket stays up; the way back to the main room finds nothing listening.
                 a.client.rewriteUrl = { it.replace(Regex(":\\d+/"), ":1/") }
                 h.ctl.closeBreakoutRooms(countdownMs = 0)
-                a.waitUntil(description = "a retrying") { it.lastOrNull() == Seen.State(SvcConnectionState.RECONNECTING) }
+                // What the client went through since its breakout room was deleted (the seen list is a
+                // StateFlow: a wait may skip a value, so each wait looks for a state, not for the last one).
+                fun sinceDeleted(seen: List<Seen>) =
+                    seen.dropWhile { !(it is Seen.Disconnected && it.reason is SvcDisconnectReason.Server) }
+                a.waitUntil(description = "a retrying") { Seen.State(SvcConnectionState.RECONNECTING) in sinceDeleted(it) }
                 a.client.rewriteUrl = { it }
                 a.ctl.await("a back in the main room") { it.breakoutOf == null && a.client.room?.name == name }
-                a.waitUntil(description = "connected") { it.lastOrNull() == Seen.State(SvcConnectionState.CONNECTED) }
+                a.waitUntil(description = "connected") { Seen.State(SvcConnectionState.CONNECTED) in sinceDeleted(it) }
                 assertEquals(
                     listOf(
                         SvcConnectionState.DISCONNECTED,

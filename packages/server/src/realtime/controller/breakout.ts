@@ -182,7 +182,7 @@ export function closeDueBreakouts(
       } catch (err) {
         ctx.rooms.log.warn(
           { err, roomName, attempts },
-          'realtime: deleting a closed breakout room failed; the sweeper tries again',
+          'realtime: deleting a closed breakout room failed',
         );
       }
     });

@@ -236,11 +236,11 @@ function postgresStore(databaseUrl: string): Store {
 }
 
 /**
- * Fills the outbox with WARMUP + EVENTS events (ROOMS rooms) through svc.events on a node whose worker is
+ * Fills the outbox with `total` events (ROOMS rooms) through svc.events on a node whose worker is
  * off, in batches of ENQUEUE_BATCH (svc.events.emitMany), after SINGLE_EMITS sequential single
  * emits to a second project (their rate is reported too; their deliveries are not drained).
  */
-async function fill(env: Record<string, string>, urls: string[]) {
+async function fill(env: Record<string, string>, urls: string[], total: number) {
   const config = loadConfig({
     LOG_LEVEL: 'warn',
     SVC_BOOTSTRAP: 'false',
@@ -275,7 +275,6 @@ async function fill(env: Record<string, string>, urls: string[]) {
     const project = await app.svc.projects.create({ name: 'bench', webhooksEnabled: true });
     for (const url of urls) await app.svc.webhooks!.endpoints.create(project.id, { url });
     started = performance.now();
-    const total = WARMUP + EVENTS;
     for (let from = 0; from < total; from += ENQUEUE_BATCH) {
       const batch = [];
       for (let n = from; n < Math.min(total, from + ENQUEUE_BATCH); n++) {
@@ -344,6 +343,8 @@ interface Result {
   enqueueBatched: number;
   deliveriesPerSecond: number;
   delivered: number;
+  /** Deliveries the case asked for (warm-up and measured). */
+  expected: number;
   /** CPU µs per delivery: server processes, and the store's backends. */
   serverCpuUs: number;
   storeCpuUs: number;
@@ -351,7 +352,8 @@ interface Result {
 
 /**
  * Fills a fresh store (endpoints: the receiver, plus `extra`), starts `nodes` worker nodes and
- * times the receiver's EVENTS deliveries; CPU is read at the first and the last delivery.
+ * times the receiver's EVENTS deliveries per node after WARMUP per node (every node warm, and
+ * each doing the same work as a lone node); CPU is read at the first and the last delivery.
  */
 async function runCase(
   store: Store,
@@ -362,21 +364,23 @@ async function runCase(
   root = ROOT,
 ): Promise<Result> {
   try {
-    const { singlePerSecond, batchedPerSecond } = await fill(store.env, [url, ...extra]);
+    const warmup = WARMUP * nodes;
+    const expected = warmup + EVENTS * nodes;
+    const { singlePerSecond, batchedPerSecond } = await fill(store.env, [url, ...extra], expected);
     const before = receiver.count;
     const started: Awaited<ReturnType<typeof startNode>>[] = [];
     const cpus = async (): Promise<[number, number]> => [
       started.reduce((sum, n) => sum + n.cpu(), 0),
       await store.cpu(),
     ];
-    // The measured span starts after the WARMUP-th delivery once every node is up (a node's
+    // The measured span starts after the warm-up's last delivery once every node is up (a node's
     // start-up and warm-up CPU is not a delivery's): at that delivery, or when the last node is
     // up if the warm-up was over before.
     let mark: { count: number; at: number; cpu: Promise<[number, number]> } | null = null;
     const take = () => ({ count: receiver.count, at: performance.now(), cpu: cpus() });
-    const arrived = receiver.expect(WARMUP + EVENTS);
+    const arrived = receiver.expect(expected);
     receiver.onCount = {
-      at: before + WARMUP,
+      at: before + warmup,
       fn: () => {
         if (started.length === nodes) mark = take();
       },
@@ -385,7 +389,7 @@ async function runCase(
     started.push(
       ...(await Promise.all(Array.from({ length: nodes }, () => startNode(store.env, root)))),
     );
-    if (!mark && receiver.count - before >= Math.max(1, WARMUP)) mark = take();
+    if (!mark && receiver.count - before >= Math.max(1, warmup)) mark = take();
     try {
       await arrived;
       const [serverEnd, storeEnd] = await cpus();
@@ -398,6 +402,7 @@ async function runCase(
         enqueueBatched: batchedPerSecond,
         deliveriesPerSecond: measured > 0 ? (measured / (receiver.lastAt - from.at)) * 1000 : 0,
         delivered,
+        expected,
         serverCpuUs: ((serverEnd - serverStart) * 1e6) / Math.max(1, measured),
         storeCpuUs: ((storeEnd - storeStart) * 1e6) / Math.max(1, measured),
       };
@@ -482,7 +487,7 @@ export async function run(): Promise<string> {
   };
   for (const c of cases) {
     const rs = results.get(c.name)!;
-    const short = rs.filter((r) => r.delivered < WARMUP + EVENTS).length;
+    const short = rs.filter((r) => r.delivered < r.expected).length;
     rows.push(
       `| ${c.name} | ${spread(rs.map((r) => r.enqueueSingle))} | ${spread(rs.map((r) => r.enqueueBatched))} | ${spread(rs.map((r) => r.deliveriesPerSecond))}${short ? ` (${short} round(s) cut at 20 s)` : ''} | **${spread(ratio(c.name), 2)}** | ${spread(rs.map((r) => r.serverCpuUs))} | ${c.name.includes('SQLite') ? '—' : spread(rs.map((r) => r.storeCpuUs))} |`,
     );
@@ -512,7 +517,7 @@ export async function run(): Promise<string> {
   return [
     '### Webhooks: deliveries per second to a local receiver answering 200',
     '',
-    `Each case fills a fresh outbox with ${fmt(WARMUP + EVENTS)} events over ${ROOMS} rooms (ordering keys) from a node whose worker is off, in batches of ${ENQUEUE_BATCH} (\`svc.events.emitMany\`, "batched enqueue/s"; before them ${SINGLE_EMITS} sequential \`svc.events.emit\` calls, each awaited, "single enqueue/s"); then worker node(s), child processes, drain it: at most ${CONCURRENCY} attempts in flight per endpoint (${2 * CONCURRENCY} per node), each signed and recorded. Baseline: plain keep-alive POSTs of the same body with the same concurrency from the bench process. Both sides are measured warm: the baseline's client sends ${fmt(WARMUP)} requests before its timed ${fmt(EVENTS)}, and each drain is timed from the healthy receiver's ${fmt(WARMUP)}-th delivery once every node is up (start-up and warm-up excluded) to its last (${fmt(EVENTS)} deliveries), cut at 20 s after the first. CPU per delivery over the same span: the server processes' (/proc), and PostgreSQL's (the bench's backends, named by application_name, plus the WAL writer, which other tenants share). ${ROUNDS} rounds, the cases taking turns; median (min–max).`,
+    `Each case fills a fresh outbox with ${fmt(WARMUP + EVENTS)} events per node over ${ROOMS} rooms (ordering keys) from a node whose worker is off, in batches of ${ENQUEUE_BATCH} (\`svc.events.emitMany\`, "batched enqueue/s"; before them ${SINGLE_EMITS} sequential \`svc.events.emit\` calls, each awaited, "single enqueue/s"); then worker node(s), child processes, drain it: at most ${CONCURRENCY} attempts in flight per endpoint (${2 * CONCURRENCY} per node), each signed and recorded. Baseline: plain keep-alive POSTs of the same body with the same concurrency from the bench process. Both sides are measured warm: the baseline's client sends ${fmt(WARMUP)} requests before its timed ${fmt(EVENTS)}, and each drain is timed from the healthy receiver's ${fmt(WARMUP)}-th delivery per node once every node is up (start-up and warm-up excluded: two nodes share the deliveries, and each must be as warm as a lone node) to its last (${fmt(EVENTS)} deliveries per node), cut at 20 s after the first. CPU per delivery over the same span: the server processes' (/proc), and PostgreSQL's (the bench's backends, named by application_name, plus the WAL writer, which other tenants share). ${ROUNDS} rounds, the cases taking turns; median (min–max).`,
     '',
     '| case | single enqueue/s | batched enqueue/s | deliveries/s | vs baseline | server CPU µs/delivery | PostgreSQL CPU µs/delivery |',
     '|---|---|---|---|---|---|---|',

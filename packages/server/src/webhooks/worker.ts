@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
 import type { Clock } from '../clock.ts';
@@ -106,7 +107,7 @@ export const MAX_PAUSE_MS = 30_000;
 export const CHAIN_MAX = 32;
 /** Outcomes written in one transaction at most. */
 const RECORD_BATCH = 256;
-/** SQLite: how long the first outcome of a batch waits for others (see `record`). */
+/** How long a batch waits for more outcomes while other chains run (see `drainOutcomes`). */
 const RECORD_GATHER_MS = 3;
 /** Rows deleted per statement when pruning; statements run one after another. */
 export const PRUNE_BATCH = 500;
@@ -741,31 +742,32 @@ export class DeliveryWorker {
 
   /**
    * Queues the outcome to be written with the others that finish meanwhile; resolves once it is
-   * committed. One batch is written at a time: under load, a batch is whatever finished while
-   * the previous one was being written (on SQLite, within a few milliseconds); alone, an
-   * outcome is written at once.
+   * committed.
    */
   private record(outcome: Outcome, release: boolean): Promise<void> {
     outcome.release = release;
     return new Promise<void>((resolve, reject) => {
       this.outcomes.push({ outcome, done: (err) => (err ? reject(err) : resolve()) });
-      // From the next turn of the event loop: answers that arrive together are written together.
-      // On SQLite a batch is written synchronously, so nothing finishes while it is written:
-      // while other chains are running, the outcomes that finish within RECORD_GATHER_MS go
-      // together (one commit writes the same few pages for a batch of any size).
-      const gather = this.options.store.dialect === 'sqlite' && this.sending > 1;
-      this.recording ??= new Promise((r) =>
-        gather ? setTimeout(r, RECORD_GATHER_MS) : setImmediate(r),
-      )
-        .then(() => this.drainOutcomes())
-        .finally(() => {
-          this.recording = null;
-        });
+      this.recording ??= this.drainOutcomes().finally(() => {
+        this.recording = null;
+      });
     });
   }
 
+  /**
+   * Writes the queued outcomes, one batch at a time. Before each batch it waits: for the next
+   * turn of the event loop (answers that arrive together are written together), or, while other
+   * chains are running and fewer outcomes than slots are queued, for RECORD_GATHER_MS. A batch
+   * costs the store nearly the same whatever its size (one statement and commit on PostgreSQL,
+   * one transaction's pages on SQLite), so under load a few larger batches cost less per
+   * delivery than a batch of whatever finished during the previous write. The wait delays
+   * only the bookkeeping: a chain sends its next delivery without waiting for the write.
+   */
   private async drainOutcomes() {
     while (this.outcomes.length > 0) {
+      await (this.sending > 1 && this.outcomes.length < this.options.concurrency
+        ? sleep(RECORD_GATHER_MS)
+        : nextTurn());
       const batch = this.outcomes.splice(0, RECORD_BATCH);
       try {
         await this.writeOutcomes(batch.map((b) => b.outcome));

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
 import type { Clock } from '../clock.ts';
@@ -107,8 +107,8 @@ export const MAX_PAUSE_MS = 30_000;
 export const CHAIN_MAX = 32;
 /** Outcomes written in one transaction at most. */
 const RECORD_BATCH = 256;
-/** How long a batch waits for more outcomes while other chains run (see `drainOutcomes`). */
-const RECORD_GATHER_MS = 3;
+/** A batch of outcomes waits at most this long for more while attempts are in flight. */
+const RECORD_GATHER_MS = 10;
 /** Rows deleted per statement when pruning; statements run one after another. */
 export const PRUNE_BATCH = 500;
 const PRUNE_INTERVAL_MS = 10 * 60_000;
@@ -151,6 +151,10 @@ export class DeliveryWorker {
   private cache: EndpointCache;
   private outcomes: { outcome: Outcome; done: (err?: unknown) => void }[] = [];
   private recording: Promise<void> | null = null;
+  /** Attempts in flight: while any is, a batch of outcomes waits for more (see `drainOutcomes`). */
+  private attempting = 0;
+  /** Ends a batch's wait early. */
+  private gathered: (() => void) | null = null;
   private pruneTimer: NodeJS.Timeout | null = null;
   private pruning: Promise<number> | null = null;
   private readonly endpointCap: number;
@@ -543,7 +547,13 @@ export class DeliveryWorker {
     let results: PromiseSettledResult<void>[];
     try {
       for (const [i, delivery] of chain.entries()) {
-        const outcome = await this.attempt(delivery, endpoint);
+        this.attempting++;
+        let outcome: Outcome;
+        try {
+          outcome = await this.attempt(delivery, endpoint);
+        } finally {
+          this.attempting--;
+        }
         const leaseEndMs = Date.parse(delivery.lease_until) || 0;
         // The first always goes (as a lone claim would); a later one only if the lease outlasts
         // a whole attempt, else another node could take the key while it is being sent.
@@ -748,6 +758,8 @@ export class DeliveryWorker {
     outcome.release = release;
     return new Promise<void>((resolve, reject) => {
       this.outcomes.push({ outcome, done: (err) => (err ? reject(err) : resolve()) });
+      if (this.outcomes.length >= this.options.concurrency || this.attempting === 0)
+        this.gathered?.();
       this.recording ??= this.drainOutcomes().finally(() => {
         this.recording = null;
       });
@@ -755,19 +767,27 @@ export class DeliveryWorker {
   }
 
   /**
-   * Writes the queued outcomes, one batch at a time. Before each batch it waits: for the next
-   * turn of the event loop (answers that arrive together are written together), or, while other
-   * chains are running and fewer outcomes than slots are queued, for RECORD_GATHER_MS. A batch
-   * costs the store nearly the same whatever its size (one statement and commit on PostgreSQL,
-   * one transaction's pages on SQLite), so under load a few larger batches cost less per
-   * delivery than a batch of whatever finished during the previous write. The wait delays
+   * Writes the queued outcomes, one batch at a time. A batch costs the store nearly the same
+   * whatever its size (one statement and commit on PostgreSQL; on SQLite, one transaction whose
+   * commit writes the pages it touched, shared by neighbouring deliveries), so under load a few
+   * large batches cost far less per delivery than many small ones. Before each batch it waits
+   * for the next turn of the event loop (answers that arrive together are written together)
+   * and, while attempts are in flight, for more: until as many outcomes as the node has slots
+   * are queued, no attempt is in flight any more, or RECORD_GATHER_MS passed. The wait delays
    * only the bookkeeping: a chain sends its next delivery without waiting for the write.
    */
   private async drainOutcomes() {
     while (this.outcomes.length > 0) {
-      await (this.sending > 1 && this.outcomes.length < this.options.concurrency
-        ? sleep(RECORD_GATHER_MS)
-        : nextTurn());
+      if (this.attempting > 0 && this.outcomes.length < this.options.concurrency) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(() => this.gathered?.(), RECORD_GATHER_MS);
+          this.gathered = () => {
+            clearTimeout(timer);
+            this.gathered = null;
+            resolve();
+          };
+        });
+      } else await nextTurn();
       const batch = this.outcomes.splice(0, RECORD_BATCH);
       try {
         await this.writeOutcomes(batch.map((b) => b.outcome));

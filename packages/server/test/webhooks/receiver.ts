@@ -102,6 +102,12 @@ export class Receiver {
     });
   }
 
+  /** Answers the oldest held request with `status`. */
+  releaseOne(status = 200) {
+    const res = this.held.shift();
+    if (res && !res.destroyed) res.writeHead(status).end();
+  }
+
   /** Answers every held request with `status`. */
   release(status = 200) {
     for (const res of this.held.splice(0)) {

@@ -189,4 +189,79 @@ for (const backend of BACKENDS) {
       await s.admin('DELETE', `${base()}/${slow.id}`);
     });
   });
+
+  describe(`webhooks: outcome batches (${backend.name})`, () => {
+    let s: TestServer;
+    before(async () => {
+      s = await startTestServer(backend, {
+        env: { SVC_WEBHOOK_ALLOW_PRIVATE: 'true', SVC_WEBHOOK_CONCURRENCY: '4' },
+      });
+      await s.admin('PATCH', `/projects/${s.project.id}`, { webhooksEnabled: true });
+    });
+    after(() => s.close());
+
+    test('an outcome that finishes while another attempt is in flight waits for it: one batch for both', async () => {
+      const held = await Receiver.start(() => ({ status: 0, hold: true }));
+      try {
+        await s.admin('POST', `/projects/${s.project.id}/webhooks`, {
+          url: held.url,
+          events: ['room.started'],
+        });
+        const worker = s.app.svc.webhooks!.worker! as unknown as {
+          record(...args: unknown[]): Promise<void>;
+          writeOutcomes(batch: unknown[]): Promise<void>;
+        };
+        let batches: number[] = [];
+        const write = worker.writeOutcomes.bind(worker);
+        worker.writeOutcomes = (batch) => {
+          batches.push(batch.length);
+          return write(batch);
+        };
+        const record = worker.record.bind(worker);
+        let queued = () => {};
+        worker.record = (...args) => {
+          const recorded = record(...args);
+          queued();
+          return recorded;
+        };
+        // The wait is bounded (RECORD_GATHER_MS): on a machine stalled for longer, the second
+        // answer can come too late. Up to three tries; a node that never waits fails each.
+        const seen: number[][] = [];
+        for (let round = 0; round < 3 && !seen.some((b) => b.length === 1); round++) {
+          // Two rooms: two chains, their attempts in flight together (2 slots per endpoint).
+          await s.app.svc.events.emitMany(
+            ['r1', 'r2'].map((room) => ({
+              projectId: s.project.id,
+              type: 'room.started',
+              data: { room, round },
+              orderingKey: `room:${s.project.id}:${room}`,
+              occurredAtMs: Date.now(),
+            })),
+          );
+          await held.until(() => held.requests.length === 2 * (round + 1), 'both attempts');
+          batches = [];
+          const firstQueued = new Promise<void>((resolve) => {
+            queued = resolve;
+          });
+          // The second answer leaves only once the first outcome waits to be written.
+          held.releaseOne();
+          await firstQueued;
+          held.releaseOne();
+          await eventually(
+            () => s.app.svc.store.db.selectFrom('webhook_deliveries').select('status').execute(),
+            (rows) =>
+              rows.length === 2 * (round + 1) && rows.every((r) => r.status === 'succeeded'),
+            'both deliveries succeeded',
+          );
+          seen.push(batches);
+        }
+        assert.ok(
+          seen.some((b) => b.length === 1 && b[0] === 2),
+          `outcome batches: ${JSON.stringify(seen)}`,
+        );
+      } finally {
+        await held.close();
+      }
+    });
+  });
 }

@@ -478,21 +478,27 @@ export class DeliveryWorker {
           ) d
           ${joins}
           order by d.event_seq`
-      : sql<ClaimedDelivery>`
-          select d.*, ${what}
-          from json_each(${JSON.stringify(keys)}) k
-          join webhook_deliveries d on d.endpoint_id = k.value ->> 0
-            and d.ordering_key = k.value ->> 1 and d.status = 'pending'
-            and d.event_seq <= coalesce((
+      : // Each key's chain ends at its CHAIN_MAX-th pending delivery, found once per key (a
+        // condition on each row would look it up again for every pending row of the key).
+        sql<ClaimedDelivery>`
+          with k as materialized (
+            select k.value ->> 0 as endpoint_id, k.value ->> 1 as lease_key, coalesce((
               select x.event_seq from webhook_deliveries x
-              where x.endpoint_id = d.endpoint_id and x.ordering_key = d.ordering_key
+              where x.endpoint_id = k.value ->> 0 and x.ordering_key = k.value ->> 1
                 and x.status = 'pending'
-              order by x.event_seq limit 1 offset ${CHAIN_MAX - 1}), d.event_seq)
+              order by x.event_seq limit 1 offset ${CHAIN_MAX - 1}), ${Number.MAX_SAFE_INTEGER}
+            ) as last_seq
+            from json_each(${JSON.stringify(keys)}) k)
+          select d.*, ${what}
+          from k
+          join webhook_deliveries d on d.endpoint_id = k.endpoint_id
+            and d.ordering_key = k.lease_key and d.status = 'pending'
+            and d.event_seq <= k.last_seq
           ${joins}
           union all
           select d.*, ${what}
-          from json_each(${JSON.stringify(keys)}) k
-          join webhook_deliveries d on d.id = k.value ->> 1 and d.endpoint_id = k.value ->> 0
+          from k
+          join webhook_deliveries d on d.id = k.lease_key and d.endpoint_id = k.endpoint_id
             and d.ordering_key is null and d.status = 'pending'
           ${joins}
           order by event_seq`

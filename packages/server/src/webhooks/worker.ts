@@ -256,10 +256,13 @@ export class DeliveryWorker {
    * partly used or degraded; other endpoints get `endpointCap`. An endpoint may have its slots'
    * worth of chains running and half as many again claimed ahead: enough to refill slots during
    * a claim's round trip, few enough that another node's claims still find keys to take.
+   * `takes`: how many chains the endpoints this node knows can take, plus one endpoint's worth
+   * for those it does not know yet.
    */
   private endpointLimits(nowMs: number) {
     const excluded: string[] = [];
     const caps: Record<string, number> = {};
+    let takes = this.endpointCap;
     for (const [id, s] of this.endpoints) {
       const slots = this.slotsOf(s);
       const free = slots + Math.ceil(slots / 2) - s.inFlight - s.queued;
@@ -267,8 +270,9 @@ export class DeliveryWorker {
       else if (free < this.endpointCap) caps[id] = free;
       else if (s.inFlight === 0 && s.queued === 0 && s.failures === 0 && !s.degraded)
         this.endpoints.delete(id);
+      if (free > 0 && s.pausedUntil <= nowMs) takes += Math.min(free, this.endpointCap);
     }
-    return { excluded, caps };
+    return { excluded, caps, takes };
   }
 
   /**
@@ -408,12 +412,15 @@ export class DeliveryWorker {
     const now = iso(nowMs);
     const leaseUntil = iso(nowMs + leaseMs);
     const token = `${this.nodeId}:${randomBytes(6).toString('hex')}`;
-    const { excluded, caps } = this.endpointLimits(nowMs);
+    const { excluded, caps, takes } = this.endpointLimits(nowMs);
     const postgres = store.dialect === 'postgres';
     const capsTable = postgres
       ? sql`unnest(${Object.keys(caps)}::text[], ${Object.values(caps)}::int[]) as caps(endpoint_id, free)`
       : sql`(select key as endpoint_id, value as free from json_each(${JSON.stringify(caps)})) caps`;
-    // Named on PostgreSQL (prepared once per connection): the claim is a hot statement.
+    // Named on PostgreSQL (prepared once per connection): the claim is a hot statement. It
+    // looks for at most as many heads as the endpoints can take (twice the free slots at most,
+    // for endpoints beyond their caps): past the last head, the scan would read the whole
+    // backlog of the keys already leased, one index probe per pending delivery.
     const { rows: leased } = await sql<{ endpoint_id: string; lease_key: string }>`${
       postgres ? sql.raw('/* prepared webhook_claim_keys */') : sql``
     }
@@ -435,7 +442,7 @@ export class DeliveryWorker {
             where l.endpoint_id = h.endpoint_id and l.lease_key = coalesce(h.ordering_key, h.id)
               and l.lease_until >= ${now})
         order by h.next_attempt_at, h.event_seq
-        limit ${slots * 2}
+        limit ${Math.min(slots * 2, takes)}
       ), chosen_heads as (
         select r.endpoint_id, r.lease_key from (
           select heads.*, row_number() over (partition by heads.endpoint_id

@@ -7,6 +7,7 @@ import { EndpointCache, TARGET_TTL_MS } from '../../src/webhooks/endpoint-cache.
 import { WebhookSender } from '../../src/webhooks/sender.ts';
 import { newWebhookSecret, signWebhook } from '../../src/webhooks/signing.ts';
 import { checkTarget, type LookupAll } from '../../src/webhooks/ssrf.ts';
+import { DeliveryWorker, type WorkerOptions } from '../../src/webhooks/worker.ts';
 import { Receiver } from './receiver.ts';
 
 const PURPOSE = 'webhooks:endpoint-secrets';
@@ -181,5 +182,35 @@ describe('webhooks: what the delivery hot path keeps between attempts', () => {
     assert.notEqual(cached.prepare('select 1 as one'), a);
     assert.equal(prepared, SQLITE_STATEMENT_CACHE + 2);
     cached.close();
+  });
+
+  test('a claim looks for as many keys as the endpoints can take, not as many as the node has slots', () => {
+    // 32 slots, 16 per endpoint (and 8 more claimed ahead).
+    const worker = new DeliveryWorker({
+      concurrency: 32,
+      endpointConcurrency: 16,
+      sealer: new Sealer('claims'),
+      allowPrivate: true,
+    } as WorkerOptions) as unknown as {
+      state(id: string): { inFlight: number; queued: number; pausedUntil: number };
+      endpointLimits(nowMs: number): {
+        excluded: string[];
+        caps: Record<string, number>;
+        takes: number;
+      };
+    };
+    const now = Date.now();
+    // Nothing known: one endpoint's worth, for an endpoint this node has not seen yet.
+    assert.equal(worker.endpointLimits(now).takes, 16);
+    // A busy endpoint (16 running, 4 queued) can take 4 more; a paused one none; a full one none.
+    Object.assign(worker.state('whe_busy'), { inFlight: 16, queued: 4 });
+    Object.assign(worker.state('whe_paused'), { inFlight: 1, pausedUntil: now + 60_000 });
+    Object.assign(worker.state('whe_full'), { inFlight: 16, queued: 8 });
+    const limits = worker.endpointLimits(now);
+    assert.deepEqual(limits.caps, { whe_busy: 4 });
+    assert.deepEqual(limits.excluded.sort(), ['whe_full', 'whe_paused']);
+    // A key the node could not start is not worth finding: a claim stops after 4 + 16 heads
+    // instead of scanning the backlog for the 2 × 32 the node's slots would ask for.
+    assert.equal(limits.takes, 20);
   });
 });

@@ -21,6 +21,7 @@ import {
 import { makePrivateDir, restrictFiles } from './files.ts';
 import { type Migrations, migrationProvider } from './migrations.ts';
 import type { Database } from './schema.ts';
+import { BACKSTOP_AUTOCHECKPOINT_PAGES, WalCheckpointer } from './wal-checkpointer.ts';
 
 export type DialectName = 'sqlite' | 'postgres';
 
@@ -94,6 +95,12 @@ async function openSqlite(file: string, migrations: Migrations): Promise<Store> 
     dialect: new SqliteDialect({ database: cachingStatements(database) }),
   });
   await migrate(db, migrations);
+  // A file's WAL is checkpointed off the event loop (an in-memory database has no WAL).
+  let checkpointer: WalCheckpointer | null = null;
+  if (file !== ':memory:') {
+    database.pragma(`wal_autocheckpoint = ${BACKSTOP_AUTOCHECKPOINT_PAGES}`);
+    checkpointer = new WalCheckpointer(file);
+  }
   return {
     db,
     dialect: 'sqlite',
@@ -102,7 +109,10 @@ async function openSqlite(file: string, migrations: Migrations): Promise<Store> 
       await sql`select 1`.execute(db);
       return true;
     },
-    close: () => db.destroy(),
+    close: async () => {
+      await checkpointer?.close();
+      await db.destroy();
+    },
   };
 }
 

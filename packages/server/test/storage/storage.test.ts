@@ -1,10 +1,16 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { after, describe, test } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
+import SQLite from 'better-sqlite3';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { AREA_MIGRATIONS } from '../../src/areas.ts';
 import { openStore } from '../../src/storage/db.ts';
 import { CORE_MIGRATIONS } from '../../src/storage/migrations.ts';
+import { WalCheckpointer } from '../../src/storage/wal-checkpointer.ts';
 
 const MIGRATIONS = { ...CORE_MIGRATIONS, ...AREA_MIGRATIONS };
 
@@ -192,5 +198,42 @@ describe('storage (postgres): migrating while other schemas come and go', {
       await churn.end();
     }
     assert.ok(churned > 0);
+  });
+});
+
+describe('SQLite WAL checkpoints', () => {
+  test('a thread of its own copies the WAL into the database file; the write connection does not', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-wal-'));
+    const file = path.join(dir, 'db.sqlite');
+    const db = new SQLite(file);
+    db.pragma('journal_mode = WAL');
+    // The write connection never checkpoints by itself here.
+    db.pragma('wal_autocheckpoint = 0');
+    db.exec('create table t (id integer primary key, body text)');
+    const checkpointer = new WalCheckpointer(file, 20);
+    try {
+      const insert = db.prepare('insert into t (body) values (?)');
+      const body = 'x'.repeat(3000);
+      for (let i = 0; i < 600; i++) insert.run(body);
+      const fileBefore = fs.statSync(file).size;
+      const deadline = Date.now() + 20_000;
+      while (checkpointer.framesCheckpointed < 600 && Date.now() < deadline) {
+        await delay(20);
+      }
+      assert.equal(checkpointer.lastError, null);
+      assert.ok(
+        checkpointer.framesCheckpointed >= 600,
+        `${checkpointer.framesCheckpointed} frames`,
+      );
+      // The rows are in the database file itself now (about 600 pages of 4 KiB).
+      assert.ok(fs.statSync(file).size >= fileBefore + 600 * 3000, 'the file grew');
+      // The writer goes on while the thread runs.
+      insert.run(body);
+      assert.equal((db.prepare('select count(*) as n from t').get() as { n: number }).n, 601);
+    } finally {
+      await checkpointer.close();
+      db.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

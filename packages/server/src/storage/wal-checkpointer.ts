@@ -24,10 +24,11 @@ try {
   parentPort.close();
 }
 if (db) {
+  let reported = 0;
   const timer = setInterval(() => {
     try {
       const [result] = db.pragma('wal_checkpoint(PASSIVE)');
-      if (result.checkpointed > 0) parentPort.postMessage(result.checkpointed);
+      if (result.checkpointed !== reported) parentPort.postMessage((reported = result.checkpointed));
     } catch (err) {
       said(err);
     }
@@ -49,7 +50,7 @@ if (db) {
  * connection keeps {@link BACKSTOP_AUTOCHECKPOINT_PAGES} as its own threshold.
  */
 export class WalCheckpointer {
-  /** WAL frames the thread has copied into the database file so far. */
+  /** Frames of the current WAL that the thread's latest checkpoint had copied into the file. */
   framesCheckpointed = 0;
   /** The latest error the thread met, if any (a checkpoint is retried at the next interval). */
   lastError: string | null = null;
@@ -67,7 +68,7 @@ export class WalCheckpointer {
       },
     });
     this.worker.on('message', (message: number | string) => {
-      if (typeof message === 'number') this.framesCheckpointed += message;
+      if (typeof message === 'number') this.framesCheckpointed = message;
       else this.lastError = message;
     });
     // A thread that failed to start leaves the write connection's backstop in charge.

@@ -888,27 +888,26 @@ export class DeliveryWorker {
     const attempts = JSON.stringify(
       batch.flatMap((o) => (o.attempt && !o.success ? [o.attempt] : [])),
     );
-    const states = JSON.stringify(
-      batch.map((o) => {
-        const won = o.success ? o.attempt : null;
-        return {
-          id: o.delivery.id,
-          endpoint_id: o.delivery.endpoint_id,
-          lease_key: o.delivery.lease_key,
-          token: o.delivery.lease_token,
-          release: o.release,
-          status: o.status,
-          attempt_count: o.attempt?.attempt ?? o.delivery.attempt_count,
-          next_attempt_at: o.nextAttemptAt,
-          code: o.code,
-          error: o.error,
-          s_at: won?.attempted_at ?? null,
-          s_latency: won?.latency_ms ?? null,
-          s_body: won?.response_body ?? null,
-          s_node: won?.node_id ?? null,
-        };
-      }),
-    );
+    const stateRows = batch.map((o) => {
+      const won = o.success ? o.attempt : null;
+      return {
+        id: o.delivery.id,
+        endpoint_id: o.delivery.endpoint_id,
+        lease_key: o.delivery.lease_key,
+        token: o.delivery.lease_token,
+        release: o.release,
+        status: o.status,
+        attempt_count: o.attempt?.attempt ?? o.delivery.attempt_count,
+        next_attempt_at: o.nextAttemptAt,
+        code: o.code,
+        error: o.error,
+        s_at: won?.attempted_at ?? null,
+        s_latency: won?.latency_ms ?? null,
+        s_body: won?.response_body ?? null,
+        s_node: won?.node_id ?? null,
+      };
+    });
+    const states = JSON.stringify(stateRows);
     if (store.dialect === 'postgres') {
       // One statement for the attempts, the deliveries and the leases (one round trip, one
       // commit for the batch), prepared once per connection. Only the lease holder writes:
@@ -978,24 +977,23 @@ export class DeliveryWorker {
             v.value ->> 'error', v.value ->> 'response_body', v.value ->> 'next_attempt_at',
             v.value ->> 'node_id'
           from json_each(${attempts}) v`.execute(trx);
-        for (const o of batch) {
-          const won = o.success ? o.attempt : null;
+        for (const r of stateRows) {
           await trx.executeQuery(
             CompiledQuery.raw(SQLITE_OUTCOME, [
-              o.status,
-              o.attempt?.attempt ?? o.delivery.attempt_count,
-              o.nextAttemptAt,
-              o.code,
-              o.error,
-              won?.attempted_at ?? null,
-              won?.latency_ms ?? null,
-              won?.response_body ?? null,
-              won?.node_id ?? null,
+              r.status,
+              r.attempt_count,
+              r.next_attempt_at,
+              r.code,
+              r.error,
+              r.s_at,
+              r.s_latency,
+              r.s_body,
+              r.s_node,
               now,
-              o.delivery.id,
-              o.delivery.endpoint_id,
-              o.delivery.lease_key,
-              o.delivery.lease_token,
+              r.id,
+              r.endpoint_id,
+              r.lease_key,
+              r.token,
             ]),
           );
         }

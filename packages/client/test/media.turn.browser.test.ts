@@ -159,7 +159,10 @@ describe('relay-only media through coturn', { skip: skip ?? false, timeout: 180_
         }
         if (Date.now() > deadline) {
           const logs = logTails(net, ['turnserver.log']);
-          throw new Error(`no relayed video: ${JSON.stringify(last)}\n${logs}`);
+          const sender = await browsers[1 - i]!.page.evaluate(() => (window as any).svcm.local());
+          throw new Error(
+            `no relayed video: ${JSON.stringify(last)}\n${users[1 - i]} sends: ${JSON.stringify(sender)}\n${logs}`,
+          );
         }
         await b.page.waitForTimeout(100);
       }

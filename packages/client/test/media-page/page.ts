@@ -129,6 +129,25 @@ const svcm = {
   async disconnect() {
     await client?.disconnect();
   },
+  /** Sending state of every local track (what a failing test reports of the publishing side). */
+  async local() {
+    const out = [];
+    for (const t of client?.room?.localTracks ?? []) {
+      const sent: Record<string, unknown> = { source: t.source, trackId: t.trackId };
+      for (const r of (await t.getStats()).values()) {
+        if (r.type === 'transport') sent.transport = `${r.iceState ?? '?'}/${r.dtlsState ?? '?'}`;
+        if (r.type !== 'outbound-rtp') continue;
+        for (const k of ['packetsSent', 'framesEncoded', 'keyFramesEncoded', 'framesSent']) {
+          sent[k] = Number(sent[k] ?? 0) + Number(r[k] ?? 0);
+        }
+        for (const k of ['pliCount', 'nackCount'])
+          sent[k] = Number(sent[k] ?? 0) + Number(r[k] ?? 0);
+        if (r.qualityLimitationReason) sent.limitedBy = r.qualityLimitationReason;
+      }
+      out.push(sent);
+    }
+    return out;
+  },
   /** Decoding state of every remote track (attaching each to an element so audio is rendered). */
   async remote() {
     const out = [];
@@ -147,6 +166,12 @@ const svcm = {
       let width = 0;
       let candidateType = '';
       let packets = 0;
+      // What a stalled video tells: lost packets, keyframes decoded, and the receiver's requests.
+      let lost = 0;
+      let keyFrames = 0;
+      let plis = 0;
+      let nacks = 0;
+      let freezes = 0;
       // The transport's ICE and DTLS states (what a failing test reports).
       let transport = '';
       const stats = await t.getStats();
@@ -169,6 +194,11 @@ const svcm = {
         if (r.type !== 'inbound-rtp') continue;
         framesDecoded += Number(r.framesDecoded ?? 0);
         packets += Number(r.packetsReceived ?? 0);
+        lost += Number(r.packetsLost ?? 0);
+        keyFrames += Number(r.keyFramesDecoded ?? 0);
+        plis += Number(r.pliCount ?? 0);
+        nacks += Number(r.nackCount ?? 0);
+        freezes += Number(r.freezeCount ?? 0);
         samples += Number(r.totalSamplesReceived ?? 0);
         width = Math.max(width, Number(r.frameWidth ?? 0));
       }
@@ -177,6 +207,11 @@ const svcm = {
         framesDecoded,
         samples,
         packets,
+        lost,
+        keyFrames,
+        plis,
+        nacks,
+        freezes,
         width,
         candidateType,
         transport,

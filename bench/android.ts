@@ -232,7 +232,9 @@ async function rawRoundTrips(
 }
 
 /** The Kotlin half: dev.svc.android.AndroidBench in a JVM, one command a line (see its KDoc). */
-function kotlinHalf(server: Server): Half {
+function kotlinHalf(server: Server): Half & {
+  handoffs(warmup: number, measured: number): Promise<number[]>;
+} {
   const sdk = path.join(ROOT, 'android', 'sdk');
   const mvn = (...args: string[]) =>
     execFileSync('mvn', ['-B', '-q', '-Dkotlin.compiler.daemon=false', ...args], {
@@ -287,6 +289,7 @@ function kotlinHalf(server: Server): Half {
     warm: () => ask('warm'),
     roundTrips: (warmup, measured) => samples(`rtt ${warmup} ${measured}`),
     rawRoundTrips: (warmup, measured) => samples(`raw ${warmup} ${measured}`),
+    handoffs: (warmup, measured) => samples(`handoff ${warmup} ${measured}`),
     heapPerClient: async (clients) => (await ask<{ bytes: number }>(`heap ${clients}`)).bytes,
     async close() {
       jvm.stdin!.end('quit\n');
@@ -355,6 +358,8 @@ export async function run(): Promise<string> {
       p50,
       p99,
     });
+    // What one thread hand-off costs here: each Kotlin round trip makes three, a Node one none.
+    const handoff = await kt.handoffs(WARMUP, MESSAGES);
     const heap = await alternate(
       kt,
       ts,
@@ -368,7 +373,7 @@ export async function run(): Promise<string> {
     return [
       '## Android (Kotlin JVM client) vs @svc/client',
       '',
-      `One server (embedded default, media off). Connect: ${COLD_CONNECTS} clients in the fresh process (no target), then ${CONNECT_WARMUP} more and ${WARM_CLIENTS} clients warming the message path up together (${WARM_MESSAGES} messages each); then ${ROUNDS} alternating rounds (the order swapping each round) of ${CONNECTS} connects (a new client and room each), ${MESSAGES} round trips after ${WARMUP} on a new client (one per ${PACE_MS} ms at most, the server's rate limit), and the same over a bare socket without the library (OkHttp's WebSocket; \`ws\`); memory: ${IDLE_CLIENTS} connected clients in one room, ${HEAP_ROUNDS} alternating rounds (Kotlin: live JVM heap after a full GC, the clients sharing the process's OkHttp client; TypeScript: V8 heap after gc()). Each side measures from one thread that its clients' handlers also run on (Kotlin: a main-thread-like executor; TypeScript: the event loop). Values are over all rounds' samples; the ratio is the median of the rounds' ratios. Target: Kotlin ≤ 1.2 × TypeScript.`,
+      `One server (embedded default, media off). Connect: ${COLD_CONNECTS} clients in the fresh process (no target), then ${CONNECT_WARMUP} more and ${WARM_CLIENTS} clients warming the message path up together (${WARM_MESSAGES} messages each); then ${ROUNDS} alternating rounds (the order swapping each round) of ${CONNECTS} connects (a new client and room each), ${MESSAGES} round trips after ${WARMUP} on a new client (one per ${PACE_MS} ms at most, the server's rate limit), and the same over a bare socket without the library (OkHttp's WebSocket; \`ws\`), then ${MESSAGES} hand-offs of a token to another JVM thread and back after ${WARMUP}, paced the same (two thread wake-ups, no socket; Kotlin only); memory: ${IDLE_CLIENTS} connected clients in one room, ${HEAP_ROUNDS} alternating rounds (Kotlin: live JVM heap after a full GC, the clients sharing the process's OkHttp client; TypeScript: V8 heap after gc()). Each side measures from one thread that its clients' handlers also run on (Kotlin: a main-thread-like executor; TypeScript: the event loop). Values are over all rounds' samples; the ratio is the median of the rounds' ratios. Target: Kotlin ≤ 1.2 × TypeScript.`,
       '',
       '| | Kotlin | TypeScript | Kotlin / TS (median of rounds) | rounds | target |',
       '| --- | --- | --- | --- | --- | --- |',
@@ -379,6 +384,7 @@ export async function run(): Promise<string> {
       row('message round trip p99', rtt.p99!, 'ms', 2, true),
       row('round trip p50, bare socket, no library', raw.p50!, 'ms', 2, false),
       row('round trip p99, bare socket, no library', raw.p99!, 'ms', 2, false),
+      `| thread hand-off there and back p50 (JVM, two wake-ups, no socket) | ${fmt(p50(handoff), 2)} ms | — | — | — | — |`,
       row('heap per connected client', heap.median!, 'KiB', 1, true),
     ].join('\n');
   } finally {

@@ -3,6 +3,7 @@ package dev.svc.android
 import java.lang.management.ManagementFactory
 import java.lang.management.MemoryType
 import java.util.concurrent.ConcurrentHashMap
+import java.util.concurrent.SynchronousQueue
 import java.util.concurrent.atomic.AtomicReference
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.Dispatchers
@@ -26,6 +27,7 @@ import okhttp3.WebSocketListener
  * - `warm`: warms the message path up (several clients at once): `{}`
  * - `rtt <warmup> <measured>`: message round trips through the library: `{"samples":[ms…]}`
  * - `raw <warmup> <measured>`: the same over a bare OkHttp WebSocket: `{"samples":[ms…]}`
+ * - `handoff <warmup> <measured>`: a token handed to another thread and back, no socket: `{"samples":[ms…]}`
  * - `heap <clients>`: live heap per connected client, all in one room: `{"bytes":n}`
  * - `quit`
  */
@@ -152,6 +154,35 @@ object AndroidBench {
         return rtts
     }
 
+    /**
+     * A token handed to another thread and back, paced like the round trips so that both threads sleep
+     * in between: two wake-ups, what this machine charges for each of the hand-offs a round trip makes
+     * (the writer, the reader, the callback thread). Runs on the calling thread, blocking it.
+     */
+    private fun handoffs(warmup: Int, measured: Int): List<Double> {
+        val there = SynchronousQueue<Long>()
+        val back = SynchronousQueue<Long>()
+        val echo = Thread({
+            try {
+                while (true) back.put(there.take())
+            } catch (_: InterruptedException) {
+                // The measurement is over.
+            }
+        }, "svc-bench-echo").apply {
+            isDaemon = true
+            start()
+        }
+        val samples = (1..warmup + measured).map {
+            Thread.sleep(PACE_MS.toLong())
+            val t0 = System.nanoTime()
+            there.put(t0)
+            back.take()
+            (System.nanoTime() - t0) / 1e6
+        }.drop(warmup)
+        echo.interrupt()
+        return samples
+    }
+
     /** Heap per connected client, [count] clients in one room (so each holds everyone's record). */
     private suspend fun heapPerClient(count: Int): Long {
         val before = heapUsed()
@@ -176,6 +207,7 @@ object AndroidBench {
                     "warm" -> "{}".also { warm() }
                     "rtt" -> samples(clientRoundTrips(n[0], n[1]))
                     "raw" -> samples(rawRoundTrips(n[0], n[1]))
+                    "handoff" -> samples(handoffs(n[0], n[1]))
                     "heap" -> """{"bytes":${heapPerClient(n[0])}}"""
                     "quit" -> break
                     else -> error("unknown command ${command[0]}")

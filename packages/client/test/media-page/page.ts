@@ -38,6 +38,15 @@ const errors: string[] = [];
 let client: SvcClient | null = null;
 let lastSocket: WebSocket | null = null;
 const attached = new Map<unknown, HTMLMediaElement>();
+/** The outbound-rtp counters `local()` sums per track. */
+const COUNTS_SENT = [
+  'packetsSent',
+  'framesEncoded',
+  'keyFramesEncoded',
+  'framesSent',
+  'pliCount',
+  'nackCount',
+] as const;
 
 async function attempt<T>(fn: () => Promise<T>) {
   try {
@@ -137,11 +146,9 @@ const svcm = {
       for (const r of (await t.getStats()).values()) {
         if (r.type === 'transport') sent.transport = `${r.iceState ?? '?'}/${r.dtlsState ?? '?'}`;
         if (r.type !== 'outbound-rtp') continue;
-        for (const k of ['packetsSent', 'framesEncoded', 'keyFramesEncoded', 'framesSent']) {
+        for (const k of COUNTS_SENT) {
           sent[k] = Number(sent[k] ?? 0) + Number(r[k] ?? 0);
         }
-        for (const k of ['pliCount', 'nackCount'])
-          sent[k] = Number(sent[k] ?? 0) + Number(r[k] ?? 0);
         if (r.qualityLimitationReason) sent.limitedBy = r.qualityLimitationReason;
       }
       out.push(sent);

@@ -64,7 +64,9 @@ class ControllerTest {
                         refused("host_required") { a.ctl.updateRoomSettings(waitingRoom = true) }
 
                         h.ctl.promoteToCoHost("a")
+                        // Each client mirrors the room on its own socket: wait on the one asserted on.
                         b.ctl.await("a is a co-host") { "a" in it.coHosts }
+                        a.ctl.await("a sees itself a co-host") { "a" in it.coHosts }
                         assertTrue(a.ctl.isCoHost())
                         assertEquals(listOf("a"), b.ctl.getCoHosts())
                         // A co-host moderates but does not change roles.
@@ -113,6 +115,8 @@ class ControllerTest {
                         // Transfer: the former host becomes a co-host.
                         h.ctl.transferHost("a")
                         b.ctl.await("a is host") { it.hostUserId == "a" && "h" in it.coHosts }
+                        a.ctl.await("a sees itself host") { it.hostUserId == "a" }
+                        h.ctl.await("h sees itself a co-host") { "h" in it.coHosts }
                         assertTrue(a.ctl.isHost())
                         assertTrue(h.ctl.isCoHost())
                         assertTrue(b.client.room!!.participants.first { it.userId == "a" }.isHost)

@@ -45,6 +45,8 @@ for (const backend of BACKENDS) {
 
       await host.client.controller.promoteToCoHost('ann');
       await untilState(bob, (st) => st.coHosts.includes('ann'));
+      // Each client mirrors the room on its own socket: wait on the one asserted on.
+      await untilState(host, (st) => st.coHosts.includes('ann'));
       assert.deepEqual(host.client.controller.getCoHosts(), ['bob', 'ann']);
       await host.client.controller.demoteFromCoHost('bob');
       await untilState(ann, (st) => !st.coHosts.includes('bob'));
@@ -52,8 +54,8 @@ for (const backend of BACKENDS) {
       await host.client.controller.transferHost('ann');
       const st = await untilState(bob, (x) => x.hostUserId === 'ann' && x.coHosts.includes('h'));
       assert.deepEqual(st.coHosts, ['h']);
-      assert.equal(ann.client.controller.isHost(), true);
       await untilState(ann, (x) => x.hostUserId === 'ann');
+      assert.equal(ann.client.controller.isHost(), true);
       assert.equal(ann.client.room!.localParticipant.isHost, true);
       assert.equal(ann.client.room!.participants.filter((p) => p.isHost).length, 1);
       // The former host is a co-host now: host-only changes are refused.

@@ -81,8 +81,13 @@ test('a server that is killed takes its Janus with it', {
   const { pid } = JSON.parse(line.toString()) as { pid: number };
   const alive = () => {
     try {
-      // Janus itself, not a launcher that has not exec'd it yet.
-      return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(path.join(dir, 'janus'));
+      // Janus itself (its executable), not the launcher before it execs Janus: the launcher's
+      // command line names the same paths, and a server killed before the launcher has set its
+      // parent-death signal leaves an orphan that only the next start ends (the test above).
+      return (
+        path.basename(fs.readlinkSync(`/proc/${pid}/exe`)) === 'janus' &&
+        fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(path.join(dir, 'janus'))
+      );
     } catch {
       return false;
     }

@@ -358,7 +358,8 @@ export async function run(): Promise<string> {
       p50,
       p99,
     });
-    // What one thread hand-off costs here: each Kotlin round trip makes three, a Node one none.
+    // What two thread wake-ups cost here (a token there and back): a Kotlin round trip wakes four or
+    // more threads (OkHttp's task runner, the reader, the callback thread), a Node one its event loop.
     const handoff = await kt.handoffs(WARMUP, MESSAGES);
     const heap = await alternate(
       kt,

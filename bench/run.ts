@@ -23,7 +23,7 @@ const write = args.includes('--write');
 const only = args.filter((a) => !a.startsWith('--'));
 
 /** What every reader of the results should know about the machine they come from. */
-const NOISE = `The machine is a shared 2-core VM. The client (autocannon) and the servers share its two cores, so a server's CPU per request and the client's both set the throughput. Other tenants' load moves absolute numbers a lot: the same bare Fastify route has measured from 15,000 to 39,000 req/s on the same day. Ratios are medians of paired, alternating rounds, and they still move by about ±0.1 between runs. Compare ratios, not absolute numbers, and rerun before trusting a single one.`;
+const NOISE = `The machine is a shared 2-core VM. The client (autocannon) and the servers share its two cores, so a server's CPU per request and the client's both set the throughput. Other tenants' load, and which VM a run lands on, move absolute numbers a lot: the same bare Fastify route has measured from 15,000 to 52,000 req/s (about 60 to 20 µs of CPU per redirect). Ratios are medians of paired, alternating rounds, and they still move by about ±0.1 between runs. Compare ratios, not absolute numbers, and rerun before trusting a single one.`;
 
 const sections: string[] = [];
 for (const area of only.length ? only : AREAS) {

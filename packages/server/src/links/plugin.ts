@@ -32,8 +32,9 @@ export const linksPlugin: FastifyPluginAsync<{ svc: LinksDeps }> = async (app, {
   const clicks = new ClickRecorder(store, candidates, fingerprintKey(svc.secret), app.log);
   const toLink = (row: Parameters<LinkService['toLink']>[0]): Link => links.toLink(row);
   const redirector = new Redirector(store, state, clock, directory, clicks, toLink);
+  // Stored and answered even when other nodes cannot be told: their entry lasts out its 10 s.
   const links = new LinkService(store, clock, directory, config.publicUrl, (domain, slug) =>
-    redirector.changed(domain, slug),
+    redirector.changed(domain, slug).catch((err) => app.log.warn({ err }, 'link change unsent')),
   );
   const events = new LinkEvents(store, clock, directory, links, clicks);
   const matcher = new DeferredMatcher(store, clock, directory, links, events, clicks, candidates);

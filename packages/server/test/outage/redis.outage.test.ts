@@ -127,6 +127,15 @@ describe('Redis outages, two nodes', {
         3000,
       );
       console.log(`# revocation reached node B after ${Date.now() - at} ms without Redis`);
+      // A link made now is stored and answered, though no node can be told of it, and the
+      // other node redirects it (it reads links it has not cached from PostgreSQL).
+      const made = await fleet.call(node(0), 'POST', '/v1/sdk/links', {
+        url: 'https://shop.example.com/during-outage',
+      });
+      assert.equal(made.status, 201, JSON.stringify(made.body));
+      const visit = await request(node(1), 'GET', `/l/${made.body.slug}`);
+      assert.equal(visit.status, 302);
+      assert.equal(visit.headers.location, 'https://shop.example.com/during-outage');
       report('Redis stopped: keyed requests (PostgreSQL-only and Redis-needing)', seen);
       fleet.assertAlive();
     } finally {

@@ -7,12 +7,12 @@ import {
   type ResolveLinkQuery,
 } from '@svc/protocol';
 import { sql } from 'kysely';
-import type { Clock } from '../clock.ts';
+import { type Clock, iso } from '../clock.ts';
 import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import { isForeignKeyViolation, type Store } from '../storage/db.ts';
 import type { ClickRecorder } from './clicks.ts';
-import { invalidField, iso, jsonBytes, jsonOrNull, type LinkService } from './service.ts';
+import { invalidField, jsonBytes, jsonOrNull, type LinkService } from './service.ts';
 import type { LinkDirectory } from './settings.ts';
 
 const DAY_MS = 86_400_000;

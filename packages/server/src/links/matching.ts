@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
 import type { DeferredBody, DeferredResult } from '@svc/protocol';
-import type { Clock } from '../clock.ts';
+import { type Clock, iso } from '../clock.ts';
 import type { Store } from '../storage/db.ts';
 import { type CandidateStore, candidateKey } from './candidates.ts';
 import type { ClickRecorder } from './clicks.ts';
 import type { LinkEvents } from './events.ts';
-import { iso, type LinkService } from './service.ts';
+import type { LinkService } from './service.ts';
 import type { LinkDirectory } from './settings.ts';
 
 /** The key of the click id in the Play Install Referrer string. */

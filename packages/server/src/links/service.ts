@@ -7,7 +7,7 @@ import {
   type UpdateLinkBody,
 } from '@svc/protocol';
 import { sql } from 'kysely';
-import type { Clock } from '../clock.ts';
+import { type Clock, iso } from '../clock.ts';
 import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import { json, type Store } from '../storage/db.ts';
@@ -22,11 +22,6 @@ function generateSlug() {
   let slug = '';
   for (let i = 0; i < 8; i++) slug += SLUG_ALPHABET[randomInt(SLUG_ALPHABET.length)];
   return slug;
-}
-
-/** A time as the store keeps it (ISO 8601, UTC). */
-export function iso(ms: number) {
-  return new Date(ms).toISOString();
 }
 
 export function jsonOrNull(value: unknown) {

@@ -15,6 +15,7 @@ import {
   type TrackStopReason,
 } from '@svc/protocol';
 import type { FastifyBaseLogger } from 'fastify';
+import { iso } from '../clock.ts';
 import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import type { RealtimeConfig } from './config.ts';
@@ -88,8 +89,6 @@ export interface DomainRecord {
   type: 'room.started' | 'room.ended' | 'participant.joined' | 'participant.left';
   data: Record<string, unknown>;
 }
-
-const iso = (ms: number) => new Date(ms).toISOString();
 
 export function participantInfo(p: LiveParticipant): SvcParticipantInfo {
   return {

@@ -11,6 +11,7 @@ import type {
 import type { FastifyBaseLogger } from 'fastify';
 import { type Kysely, sql } from 'kysely';
 import { parsePhoneNumberFromString } from 'libphonenumber-js/max';
+import { iso } from '../clock.ts';
 import type { PlatformConfig } from '../config.ts';
 import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
@@ -57,7 +58,6 @@ type LogInput = {
   test?: boolean;
 };
 
-const iso = (ms: number) => new Date(ms).toISOString();
 const seconds = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
 
 function retryAfter(code: ErrorCode, detail: string, waitMs: number): ApiError {

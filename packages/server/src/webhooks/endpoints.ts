@@ -8,7 +8,7 @@ import type {
   WebhookEndpoint,
 } from '@svc/protocol';
 import type { ProjectService } from '../admin/projects.ts';
-import type { Clock } from '../clock.ts';
+import { type Clock, iso } from '../clock.ts';
 import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import { Sealer } from '../sealing.ts';
@@ -20,8 +20,6 @@ import type { WebhookDeliveriesTable, WebhookEndpointsTable } from './tables.ts'
 
 /** At most this many endpoints per project. */
 export const MAX_ENDPOINTS_PER_PROJECT = 20;
-
-const iso = (ms: number) => new Date(ms).toISOString();
 
 const PURPOSE = 'webhooks:endpoint-secrets';
 

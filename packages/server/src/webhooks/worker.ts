@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { FastifyBaseLogger } from 'fastify';
 import { CompiledQuery, sql } from 'kysely';
-import type { Clock } from '../clock.ts';
+import { type Clock, iso } from '../clock.ts';
 import { newId } from '../ids.ts';
 import type { Sealer } from '../sealing.ts';
 import type { Store } from '../storage/db.ts';
@@ -91,7 +91,6 @@ interface Outcome {
   release?: boolean;
 }
 
-const iso = (ms: number) => new Date(ms).toISOString();
 /** The longest pause between claims after store errors: the worker resumes soon after an outage. */
 const MAX_BACKOFF_MS = 5000;
 /** How often an attempt's result that found the store unavailable is written again. */

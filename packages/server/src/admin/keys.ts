@@ -3,7 +3,7 @@ import { displayParts, generateKey, hashKey, isLegacyKey } from '../auth/key-for
 import type { KeyStore } from '../auth/key-store.ts';
 import { normaliseOriginPattern, parseIpRange } from '../auth/restrictions.ts';
 import type { Clock } from '../clock.ts';
-import { ApiError } from '../http/problem.ts';
+import { ApiError, invalidField } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import { json, type Store } from '../storage/db.ts';
 import type { ApiKeysTable } from '../storage/schema.ts';
@@ -29,15 +29,11 @@ function toApiKey(row: ApiKeysTable): ApiKey {
   };
 }
 
-function invalid(path: string, message: string): ApiError {
-  return new ApiError('invalid_request', `${path} ${message}`, { errors: [{ path, message }] });
-}
-
 function checkOrigins(origins: string[] | undefined): string[] | undefined {
   return origins?.map((o, i) => {
     const normalised = normaliseOriginPattern(o);
     if (!normalised) {
-      throw invalid(
+      throw invalidField(
         `body.allowedOrigins.${i}`,
         'must be an origin such as https://app.example.com or https://*.example.com',
       );
@@ -49,7 +45,7 @@ function checkOrigins(origins: string[] | undefined): string[] | undefined {
 function checkIps(ips: string[] | undefined): string[] | undefined {
   return ips?.map((ip, i) => {
     if (!parseIpRange(ip))
-      throw invalid(`body.allowedIps.${i}`, 'must be an IPv4/IPv6 address or CIDR range');
+      throw invalidField(`body.allowedIps.${i}`, 'must be an IPv4/IPv6 address or CIDR range');
     return ip;
   });
 }
@@ -70,19 +66,20 @@ export class KeyService {
   async create(projectId: string, body: CreateKeyBody): Promise<CreatedApiKey> {
     await this.projects.get(projectId);
     if (body.type === 'client') {
-      if (body.allowedIps) throw invalid('body.allowedIps', 'applies to server keys only');
+      if (body.allowedIps) throw invalidField('body.allowedIps', 'applies to server keys only');
     } else {
       if (body.scopes)
-        throw invalid(
+        throw invalidField(
           'body.scopes',
           'applies to client keys only (server keys have every enabled product)',
         );
-      if (body.allowedOrigins) throw invalid('body.allowedOrigins', 'applies to client keys only');
+      if (body.allowedOrigins)
+        throw invalidField('body.allowedOrigins', 'applies to client keys only');
       if (body.allowedBundleIds)
-        throw invalid('body.allowedBundleIds', 'applies to client keys only');
+        throw invalidField('body.allowedBundleIds', 'applies to client keys only');
     }
     if (body.expiresAt && Date.parse(body.expiresAt) <= this.clock.now()) {
-      throw invalid('body.expiresAt', 'must be in the future');
+      throw invalidField('body.expiresAt', 'must be in the future');
     }
     const plaintext = generateKey(body.type);
     const row = this.row(projectId, body.type, plaintext, {
@@ -168,10 +165,10 @@ export class KeyService {
     const row = await this.getRow(projectId, keyId);
     const isClient = row.type === 'client';
     if (isClient && body.allowedIps)
-      throw invalid('body.allowedIps', 'applies to server keys only');
+      throw invalidField('body.allowedIps', 'applies to server keys only');
     if (!isClient) {
       for (const field of ['scopes', 'allowedOrigins', 'allowedBundleIds'] as const) {
-        if (body[field]) throw invalid(`body.${field}`, 'applies to client keys only');
+        if (body[field]) throw invalidField(`body.${field}`, 'applies to client keys only');
       }
     }
     const patch: Partial<ApiKeysTable> = {};
@@ -213,17 +210,13 @@ export class KeyService {
     const old = await this.getRow(projectId, keyId);
     const now = this.clock.now();
     if (old.revoked_at && Date.parse(old.revoked_at) <= now) {
-      throw new ApiError('invalid_request', 'A revoked key cannot be rotated.', {
-        errors: [{ path: 'params.keyId', message: 'is revoked' }],
-      });
+      throw invalidField('params.keyId', 'is revoked', 'A revoked key cannot be rotated.');
     }
     if (old.type === 'legacy') {
-      throw new ApiError(
-        'invalid_request',
+      throw invalidField(
+        'params.keyId',
+        'is a legacy key',
         'A legacy key cannot be rotated; create a server key and revoke the legacy key.',
-        {
-          errors: [{ path: 'params.keyId', message: 'is a legacy key' }],
-        },
       );
     }
     const plaintext = generateKey(old.type);
@@ -256,7 +249,7 @@ export class KeyService {
   ): Promise<ApiKey> {
     await this.projects.get(projectId);
     if (!isLegacyKey(body.key)) {
-      throw invalid(
+      throw invalidField(
         'body.key',
         'must be a legacy key: svc_ then 8 or more of [A-Za-z0-9_-], not svc_pk_ or svc_sk_',
       );

@@ -3,7 +3,7 @@ import { PRODUCTS } from '@svc/protocol';
 import type { Transaction } from 'kysely';
 import type { KeyStore } from '../auth/key-store.ts';
 import type { Clock } from '../clock.ts';
-import { ApiError } from '../http/problem.ts';
+import { ApiError, invalidField } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import { json, type Store } from '../storage/db.ts';
 import type { Database, ProjectsTable } from '../storage/schema.ts';
@@ -157,9 +157,11 @@ export class ProjectService {
       for (const [product, value] of Object.entries(body.settings ?? {})) {
         const validate = this.settingsValidators.get(product);
         if (!validate) {
-          throw new ApiError('invalid_request', `settings.${product} is not supported yet.`, {
-            errors: [{ path: `body.settings.${product}`, message: 'is not supported' }],
-          });
+          throw invalidField(
+            `body.settings.${product}`,
+            'is not supported',
+            `settings.${product} is not supported yet.`,
+          );
         }
         settings[product] = await validate(value, current);
       }

@@ -22,6 +22,14 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * `invalid_request` about one field: `path` and `message` for programs (`errors`), `detail` for
+ * people (by default the two together).
+ */
+export function invalidField(path: string, message: string, detail = `${path} ${message}`) {
+  return new ApiError('invalid_request', detail, { errors: [{ path, message }] });
+}
+
 export const PROBLEM_TYPE_BASE = 'https://svc.dev/problems/';
 
 /** Builds the problem+json body for `code`. */

@@ -8,11 +8,11 @@ import {
 } from '@svc/protocol';
 import { sql } from 'kysely';
 import { type Clock, iso } from '../clock.ts';
-import { ApiError } from '../http/problem.ts';
+import { ApiError, invalidField } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import { isForeignKeyViolation, type Store } from '../storage/db.ts';
 import type { ClickRecorder } from './clicks.ts';
-import { invalidField, jsonBytes, jsonOrNull, type LinkService } from './service.ts';
+import { jsonBytes, jsonOrNull, type LinkService } from './service.ts';
 import type { LinkDirectory } from './settings.ts';
 
 const DAY_MS = 86_400_000;
@@ -47,7 +47,7 @@ export class LinkEvents {
     if (slug === undefined) {
       throw invalidField('querystring.url', 'url or slug is required', 'Give url or slug.');
     }
-    const row = await this.links.findBySlug(projectId, slug, domain);
+    const row = await this.links.findBySlug(projectId, slug, domain, 'querystring');
     if (row.expires_at !== null && Date.parse(row.expires_at) <= this.clock.now()) {
       throw new ApiError('link_expired');
     }
@@ -102,7 +102,7 @@ export class LinkEvents {
     const row =
       body.linkId !== undefined
         ? await this.links.row(projectId, body.linkId)
-        : await this.links.findBySlug(projectId, body.slug!, body.domain);
+        : await this.links.findBySlug(projectId, body.slug!, body.domain, 'body');
     return this.insert(projectId, row.id, body.type, body);
   }
 
@@ -115,8 +115,9 @@ export class LinkEvents {
     const endMs = Date.parse(toDay) + DAY_MS;
     const days = (endMs - fromMs) / DAY_MS;
     if (!(days >= 1 && days <= MAX_STATS_DAYS)) {
-      throw new ApiError(
-        'invalid_request',
+      throw invalidField(
+        'querystring.from',
+        `must be on or before to, at most ${MAX_STATS_DAYS} days before it`,
         `from must be on or before to, at most ${MAX_STATS_DAYS} days apart.`,
       );
     }

@@ -8,7 +8,7 @@ import {
 } from '@svc/protocol';
 import { sql } from 'kysely';
 import { type Clock, iso } from '../clock.ts';
-import { ApiError } from '../http/problem.ts';
+import { ApiError, invalidField } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import { json, type Store } from '../storage/db.ts';
 import { destinationAllowed, parseDestination } from './destination.ts';
@@ -26,11 +26,6 @@ function generateSlug() {
 
 export function jsonOrNull(value: unknown) {
   return value === undefined || value === null ? null : JSON.stringify(value);
-}
-
-/** `invalid_request` about one field: `detail` for people, `path` and `message` for programs. */
-export function invalidField(path: string, message: string, detail: string) {
-  return new ApiError('invalid_request', detail, { errors: [{ path, message }] });
 }
 
 /** Serialised size of a JSON value; a value too deep to serialise counts as too large. */
@@ -264,8 +259,11 @@ export class LinkService {
     await this.changed(current.domain, current.slug);
   }
 
-  /** The project's link with this slug (on `domain` when given; it must then be unique). */
-  async findBySlug(projectId: string, slug: string, domain?: string) {
+  /**
+   * The project's link with this slug (on `domain` when given; it must then be unique). `from`:
+   * where the request carries the domain, for the error when it is missing.
+   */
+  async findBySlug(projectId: string, slug: string, domain: string | undefined, from: string) {
     let query = this.store.db
       .selectFrom('links')
       .selectAll()
@@ -275,7 +273,11 @@ export class LinkService {
     const rows = await query.limit(2).execute();
     if (rows.length === 0) throw new ApiError('link_not_found');
     if (rows.length > 1) {
-      throw new ApiError('invalid_request', 'That slug exists on several domains; give domain.');
+      throw invalidField(
+        `${from}.domain`,
+        'is required: the slug exists on several domains',
+        'That slug exists on several domains; give domain.',
+      );
     }
     return rows[0];
   }

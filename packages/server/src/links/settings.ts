@@ -7,7 +7,7 @@ import {
 } from '@svc/protocol';
 import type { ProjectService, UniqueSettings } from '../admin/projects.ts';
 import type { Clock } from '../clock.ts';
-import { ApiError } from '../http/problem.ts';
+import { ApiError, invalidField } from '../http/problem.ts';
 import { parseDestination } from './destination.ts';
 
 const checkSettings = TypeCompiler.Compile(LinkSettings);
@@ -164,8 +164,9 @@ export function linkSettingsValidator(defaultHost: string) {
     }
     const domains = settings.domains ?? [];
     if (domains.includes(defaultHost)) {
-      throw new ApiError(
-        'invalid_request',
+      throw invalidField(
+        `body.settings.links.domains.${domains.indexOf(defaultHost)}`,
+        "is the server's own host",
         `${defaultHost} is the server's own host, every project's default link domain; list only custom domains.`,
       );
     }

@@ -16,7 +16,7 @@ import {
 } from '@svc/protocol';
 import type { FastifyBaseLogger } from 'fastify';
 import { iso } from '../clock.ts';
-import { ApiError } from '../http/problem.ts';
+import { ApiError, invalidField } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import type { RealtimeConfig } from './config.ts';
 import {
@@ -250,9 +250,7 @@ export class RoomService implements ControllerRooms {
       return existing;
     }
     if (!options.liveType) {
-      throw new ApiError('invalid_request', 'body.liveType is required to create the room', {
-        errors: [{ path: 'body.liveType', message: 'is required to create the room' }],
-      });
+      throw invalidField('body.liveType', 'is required to create the room');
     }
     const row: RealtimeRoomsTable = {
       project_id: projectId,

@@ -13,7 +13,7 @@ import { type Kysely, sql } from 'kysely';
 import { parsePhoneNumberFromString } from 'libphonenumber-js/max';
 import { iso } from '../clock.ts';
 import type { PlatformConfig } from '../config.ts';
-import { ApiError } from '../http/problem.ts';
+import { ApiError, invalidField } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import type { Platform } from '../platform.ts';
 import type { Database } from '../storage/schema.ts';
@@ -430,9 +430,11 @@ export class VerifyService {
   async check(ctx: CallContext, body: VerifyCodeBody): Promise<VerifyCodeResponse> {
     if ((body.phoneNumber === undefined) === (body.verificationId === undefined)) {
       const path = body.phoneNumber === undefined ? 'body.phoneNumber' : 'body.verificationId';
-      throw new ApiError('invalid_request', 'Give exactly one of phoneNumber and verificationId.', {
-        errors: [{ path, message: 'give exactly one of phoneNumber and verificationId' }],
-      });
+      throw invalidField(
+        path,
+        'give exactly one of phoneNumber and verificationId',
+        'Give exactly one of phoneNumber and verificationId.',
+      );
     }
     const settings = await this.settings(ctx.projectId);
     let phone: Phone | null = null;
@@ -681,9 +683,7 @@ export class VerifyService {
     const toMs = toIso ? Date.parse(toIso) : now;
     const fromMs = fromIso ? Date.parse(fromIso) : toMs - 30 * 24 * HOUR_MS;
     if (fromMs > toMs) {
-      throw new ApiError('invalid_request', 'from must not be after to.', {
-        errors: [{ path: 'querystring.from', message: 'must not be after to' }],
-      });
+      throw invalidField('querystring.from', 'must not be after to', 'from must not be after to.');
     }
     const from = iso(fromMs);
     const to = iso(toMs);

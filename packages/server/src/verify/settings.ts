@@ -1,7 +1,7 @@
 import { Value } from '@sinclair/typebox/value';
 import { type Project, type VerifyLimits, VerifySettings } from '@svc/protocol';
 import type { SettingsValidator } from '../admin/projects.ts';
-import { ApiError } from '../http/problem.ts';
+import { invalidField } from '../http/problem.ts';
 import type { VerifySecrets } from './secrets.ts';
 import { isHttpUrl, type SmsSenderConfig, TWILIO_DEFAULT_BASE_URL } from './sms-config.ts';
 
@@ -27,9 +27,7 @@ export interface EffectiveSettings {
 }
 
 function invalid(path: string, message: string): never {
-  throw new ApiError('invalid_request', `settings.verify${path} ${message}`, {
-    errors: [{ path: `body.settings.verify${path}`, message }],
-  });
+  throw invalidField(`body.settings.verify${path}`, message, `settings.verify${path} ${message}`);
 }
 
 /**

@@ -481,16 +481,48 @@ for (const backend of BACKENDS) {
         400,
         'invalid_request',
       );
-      refused(
+      const tooLong = refused(
         await call('GET', `/v1/sdk/links/${link.id}/stats?from=2020-01-01&to=2026-06-01`),
         400,
         'invalid_request',
       );
+      assert.equal(tooLong.errors[0].path, 'querystring.from');
       refused(
         await call('GET', `/v1/sdk/links/${link.id}/stats?from=yesterday`),
         400,
         'invalid_request',
       );
+    });
+
+    test("a slug on two of the project's domains needs the domain, and the error names it", async () => {
+      const domain = 'go.twice.test';
+      // On the server's own host, then on a custom domain (where the project's new links go).
+      await create({ url: 'https://a.example.com/one', slug: 'twice' });
+      await s.admin('PATCH', `/projects/${s.project.id}`, {
+        settings: { links: { domains: [domain], android: [ANDROID_APP], ios: [IOS_APP] } },
+      });
+      try {
+        const custom = await create({ url: 'https://a.example.com/two', slug: 'twice', domain });
+        const event = refused(
+          await call('POST', '/v1/sdk/links/events', { type: 'open', slug: 'twice' }),
+          400,
+          'invalid_request',
+        );
+        assert.equal(event.errors[0].path, 'body.domain');
+        const resolve = refused(
+          await call('GET', '/v1/sdk/links/resolve?slug=twice'),
+          400,
+          'invalid_request',
+        );
+        assert.equal(resolve.errors[0].path, 'querystring.domain');
+        const resolved = await call('GET', `/v1/sdk/links/resolve?slug=twice&domain=${domain}`);
+        assert.equal(resolved.statusCode, 200, resolved.body);
+        assert.equal(resolved.json().link.id, custom.id);
+      } finally {
+        await s.admin('PATCH', `/projects/${s.project.id}`, {
+          settings: { links: { android: [ANDROID_APP], ios: [IOS_APP] } },
+        });
+      }
     });
 
     test('an event for a link deleted at the same moment is 404, never 500', async () => {
@@ -544,7 +576,14 @@ for (const backend of BACKENDS) {
         400,
         'invalid_destination',
       );
-      refused(await patch({ domains: ['localhost:8080'] }), 400, 'invalid_request');
+      const ownHost = refused(
+        await patch({ domains: ['go.mine.test', 'localhost:8080'] }),
+        400,
+        'invalid_request',
+      );
+      assert.deepEqual(ownHost.errors, [
+        { path: 'body.settings.links.domains.1', message: "is the server's own host" },
+      ]);
       assert.equal(
         (await patch({ domains: ['go.mine.test'], android: [ANDROID_APP], ios: [IOS_APP] }))
           .statusCode,

@@ -49,6 +49,18 @@ interface Phone {
   callingCode: string | undefined;
 }
 
+/** A number a check names: E.164 is enough (the number was checked when its code was sent). */
+function checkedPhone(e164: string): Phone {
+  if (!E164.test(e164)) {
+    throw new ApiError(
+      'invalid_phone_number',
+      'phoneNumber must be in E.164 form, e.g. +14155552671.',
+    );
+  }
+  const parsed = parsePhoneNumberFromString(e164);
+  return { e164, country: parsed?.country ?? null, callingCode: parsed?.countryCallingCode };
+}
+
 type LogInput = {
   type: 'send' | 'check';
   status: VerifyLogItem['status'];
@@ -437,37 +449,8 @@ export class VerifyService {
       );
     }
     const settings = await this.settings(ctx.projectId);
-    let phone: Phone | null = null;
-    if (body.phoneNumber !== undefined) {
-      if (!E164.test(body.phoneNumber)) {
-        throw new ApiError(
-          'invalid_phone_number',
-          'phoneNumber must be in E.164 form, e.g. +14155552671.',
-        );
-      }
-      const parsed = parsePhoneNumberFromString(body.phoneNumber);
-      phone = {
-        e164: body.phoneNumber,
-        country: parsed?.country ?? null,
-        callingCode: parsed?.countryCallingCode,
-      };
-    }
-    const load = async () => {
-      if (body.verificationId !== undefined) {
-        return this.db
-          .selectFrom('verifications')
-          .selectAll()
-          .where('id', '=', body.verificationId)
-          .where('project_id', '=', ctx.projectId)
-          .executeTakeFirst();
-      }
-      const row = await this.current(ctx.projectId, phone!.e164);
-      // Old history of a number is indistinguishable from no history.
-      if (row && Date.parse(row.expires_at) + EXPIRED_VISIBLE_MS <= this.svc.clock.now())
-        return undefined;
-      return row;
-    };
-    let row = await load();
+    let phone = body.phoneNumber === undefined ? null : checkedPhone(body.phoneNumber);
+    let row = await this.checked(ctx.projectId, body.verificationId, phone);
     if (row && !phone) {
       const parsed = parsePhoneNumberFromString(row.phone_number);
       phone = {
@@ -505,64 +488,17 @@ export class VerifyService {
           ),
         );
       }
-      const candidate = this.secrets.codeHmac(row.id, body.code);
-      const nowIso = iso(now);
-      if (this.secrets.sameHmac(candidate, row.code_hmac)) {
-        const approved = await this.db
-          .updateTable('verifications')
-          .set({
-            status: 'approved',
-            approved_at: nowIso,
-            attempts: sql<number>`attempts + 1`,
-            active_key: null,
-          })
-          .where('id', '=', row.id)
-          .where('status', '=', 'pending')
-          .where('code_hmac', '=', row.code_hmac)
-          .where('attempts', '<', sql<number>`max_attempts`)
-          .where('expires_at', '>', nowIso)
-          .executeTakeFirst();
-        if (approved.numUpdatedRows === 1n) {
-          const limits = settings.limits;
-          const { token } = await this.svc.signingKeys.sign(
-            { project_id: ctx.projectId, phone_number: row.phone_number, verification_id: row.id },
-            {
-              audience: VERIFY_AUDIENCE,
-              subject: row.phone_number,
-              expiresInSeconds: limits.tokenTtlSeconds,
-            },
-          );
-          await this.record(ctx, {
-            type: 'check',
-            status: 'approved',
-            verificationId: row.id,
-            phone,
-            test,
-          });
-          return { status: 'approved', token, expiresIn: limits.tokenTtlSeconds };
+      const logged = { type: 'check', verificationId: row.id, phone, test } as const;
+      if (this.secrets.sameHmac(this.secrets.codeHmac(row.id, body.code), row.code_hmac)) {
+        if (await this.approve(row, now)) {
+          const answer = await this.approvalToken(ctx.projectId, row, settings);
+          await this.record(ctx, { ...logged, status: 'approved' });
+          return answer;
         }
       } else {
-        const counted = await this.db
-          .updateTable('verifications')
-          .set({
-            attempts: sql<number>`attempts + 1`,
-            status: sql<string>`case when attempts + 1 >= max_attempts then 'max_attempts_reached' else status end`,
-          })
-          .where('id', '=', row.id)
-          .where('status', '=', 'pending')
-          .where('attempts', '<', sql<number>`max_attempts`)
-          .where('expires_at', '>', nowIso)
-          .returning(['attempts', 'max_attempts'])
-          .executeTakeFirst();
-        if (counted) {
-          const attemptsRemaining = Math.max(0, counted.max_attempts - counted.attempts);
-          await this.record(ctx, {
-            type: 'check',
-            status: 'invalid_code',
-            verificationId: row.id,
-            phone,
-            test,
-          });
+        const attemptsRemaining = await this.countWrongCode(row, now);
+        if (attemptsRemaining !== null) {
+          await this.record(ctx, { ...logged, status: 'invalid_code' });
           throw new ApiError(
             'invalid_code',
             `The code is not correct; ${attemptsRemaining} attempt${attemptsRemaining === 1 ? '' : 's'} left.`,
@@ -578,6 +514,84 @@ export class VerifyService {
         .executeTakeFirst();
     }
     throw await refuse(new ApiError('verification_not_found'));
+  }
+
+  /**
+   * The verification a check is about: by id, or the number's current one (none once it has
+   * been expired for a while: old history of a number is indistinguishable from no history).
+   */
+  private async checked(
+    projectId: string,
+    verificationId: string | undefined,
+    phone: Phone | null,
+  ) {
+    if (verificationId !== undefined) {
+      return this.db
+        .selectFrom('verifications')
+        .selectAll()
+        .where('id', '=', verificationId)
+        .where('project_id', '=', projectId)
+        .executeTakeFirst();
+    }
+    const row = await this.current(projectId, phone!.e164);
+    if (row && Date.parse(row.expires_at) + EXPIRED_VISIBLE_MS <= this.svc.clock.now())
+      return undefined;
+    return row;
+  }
+
+  /** Approves a pending verification whose code was right; false when another request won. */
+  private async approve(row: VerificationsTable, nowMs: number) {
+    const nowIso = iso(nowMs);
+    const approved = await this.db
+      .updateTable('verifications')
+      .set({
+        status: 'approved',
+        approved_at: nowIso,
+        attempts: sql<number>`attempts + 1`,
+        active_key: null,
+      })
+      .where('id', '=', row.id)
+      .where('status', '=', 'pending')
+      .where('code_hmac', '=', row.code_hmac)
+      .where('attempts', '<', sql<number>`max_attempts`)
+      .where('expires_at', '>', nowIso)
+      .executeTakeFirst();
+    return approved.numUpdatedRows === 1n;
+  }
+
+  /** The token an approved check answers with. */
+  private async approvalToken(
+    projectId: string,
+    row: VerificationsTable,
+    settings: EffectiveSettings,
+  ): Promise<VerifyCodeResponse> {
+    const { tokenTtlSeconds } = settings.limits;
+    const { token } = await this.svc.signingKeys.sign(
+      { project_id: projectId, phone_number: row.phone_number, verification_id: row.id },
+      { audience: VERIFY_AUDIENCE, subject: row.phone_number, expiresInSeconds: tokenTtlSeconds },
+    );
+    return { status: 'approved', token, expiresIn: tokenTtlSeconds };
+  }
+
+  /**
+   * Counts a wrong code against a pending verification (locking it at its last attempt);
+   * resolves with the attempts left, or null when another request changed it first.
+   */
+  private async countWrongCode(row: VerificationsTable, nowMs: number) {
+    const nowIso = iso(nowMs);
+    const counted = await this.db
+      .updateTable('verifications')
+      .set({
+        attempts: sql<number>`attempts + 1`,
+        status: sql<string>`case when attempts + 1 >= max_attempts then 'max_attempts_reached' else status end`,
+      })
+      .where('id', '=', row.id)
+      .where('status', '=', 'pending')
+      .where('attempts', '<', sql<number>`max_attempts`)
+      .where('expires_at', '>', nowIso)
+      .returning(['attempts', 'max_attempts'])
+      .executeTakeFirst();
+    return counted ? Math.max(0, counted.max_attempts - counted.attempts) : null;
   }
 
   /**

@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import { iso } from './clock.ts';
 
 /** The dependencies a node cannot answer some requests without. */
 export type Dependency = 'store' | 'shared state';
@@ -82,7 +83,7 @@ export class DependencyHealth extends EventEmitter<{ down: [Error]; up: [] }> {
   refusal(): DependencyUnavailableError {
     return new DependencyUnavailableError(
       this.dependency,
-      `down since ${new Date(this.changedAtMs).toISOString()} (${this.error ?? 'unknown'})`,
+      `down since ${iso(this.changedAtMs)} (${this.error ?? 'unknown'})`,
     );
   }
 }

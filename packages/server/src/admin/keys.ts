@@ -2,7 +2,7 @@ import type { ApiKey, CreatedApiKey, CreateKeyBody, UpdateKeyBody } from '@svc/p
 import { displayParts, generateKey, hashKey, isLegacyKey } from '../auth/key-format.ts';
 import type { KeyStore } from '../auth/key-store.ts';
 import { normaliseOriginPattern, parseIpRange } from '../auth/restrictions.ts';
-import type { Clock } from '../clock.ts';
+import { type Clock, iso } from '../clock.ts';
 import { ApiError, invalidField } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import { json, type Store } from '../storage/db.ts';
@@ -60,7 +60,7 @@ export class KeyService {
   ) {}
 
   private nowIso() {
-    return new Date(this.clock.now()).toISOString();
+    return iso(this.clock.now());
   }
 
   async create(projectId: string, body: CreateKeyBody): Promise<CreatedApiKey> {
@@ -229,7 +229,7 @@ export class KeyService {
       rateLimitPerMinute: old.rate_limit_per_minute,
       expiresAt: old.expires_at,
     });
-    const revokeAt = new Date(now + gracePeriodSeconds * 1000).toISOString();
+    const revokeAt = iso(now + gracePeriodSeconds * 1000);
     await this.store.db.transaction().execute(async (trx) => {
       await trx.insertInto('api_keys').values(row).execute();
       await trx

@@ -2,7 +2,7 @@ import type { CreateProjectBody, Product, Project, UpdateProjectBody } from '@sv
 import { PRODUCTS } from '@svc/protocol';
 import type { Transaction } from 'kysely';
 import type { KeyStore } from '../auth/key-store.ts';
-import type { Clock } from '../clock.ts';
+import { type Clock, iso } from '../clock.ts';
 import { ApiError, invalidField } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import { json, type Store } from '../storage/db.ts';
@@ -105,7 +105,7 @@ export class ProjectService {
   }
 
   async create(body: CreateProjectBody): Promise<Project> {
-    const now = new Date(this.clock.now()).toISOString();
+    const now = iso(this.clock.now());
     const row: ProjectsTable = {
       id: newId('prj', this.clock.now()),
       name: body.name,
@@ -166,7 +166,7 @@ export class ProjectService {
         settings[product] = await validate(value, current);
       }
       const patch: Partial<ProjectsTable> = {
-        updated_at: new Date(this.clock.now()).toISOString(),
+        updated_at: iso(this.clock.now()),
         settings: JSON.stringify(settings),
       };
       if (body.name !== undefined) patch.name = body.name;

@@ -2,6 +2,7 @@ import { createHmac, hash } from 'node:crypto';
 import { LINK_APP_PLATFORMS, type LinkAppPlatform } from '@svc/protocol';
 import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
+import { iso } from '../clock.ts';
 import { idTime, newId } from '../ids.ts';
 import type { RecentMember } from '../state/index.ts';
 import type { Store } from '../storage/db.ts';
@@ -227,7 +228,7 @@ export class ClickRecorder {
       const day = `${c.linkId} ${Math.floor(c.ms / DAY_MS)}`;
       const count = days.get(day);
       if (count) count[2]++;
-      else days.set(day, [c.linkId, new Date(c.ms).toISOString().slice(0, 10), 1]);
+      else days.set(day, [c.linkId, iso(c.ms).slice(0, 10), 1]);
       if (isAppPlatform(c.platform)) {
         const key = candidateKey(c.projectId, c.platform, fingerprint);
         rows.candidates.push(candidate(key, c.id, c.linkId, c.ms, c.matchWindowMs));

@@ -11,6 +11,7 @@ import {
   type SvcStartRecordingOptions,
 } from '@svc/protocol';
 import type { AuthContext } from '../auth/gate.ts';
+import { iso } from '../clock.ts';
 import { ApiError } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import { MediaRequestError, type MediaService } from '../media/service.ts';
@@ -154,7 +155,7 @@ export class RecordingService {
   }
 
   private iso() {
-    return new Date(this.svc.clock.now()).toISOString();
+    return iso(this.svc.clock.now());
   }
 
   filePath(r: Pick<RealtimeRecordingsTable, 'project_id' | 'filepath'>) {
@@ -720,7 +721,7 @@ export class RecordingService {
       .selectFrom('realtime_recordings')
       .selectAll()
       .where('status', '=', 'STARTED')
-      .where('started_at', '<=', new Date(this.svc.clock.now() - maxMs).toISOString())
+      .where('started_at', '<=', iso(this.svc.clock.now() - maxMs))
       .execute();
     for (const r of rows) {
       this.log.warn(

@@ -8,7 +8,7 @@ import {
   jwtVerify,
   SignJWT,
 } from 'jose';
-import type { Clock } from '../clock.ts';
+import { type Clock, iso } from '../clock.ts';
 import { newId } from '../ids.ts';
 import { Sealer } from '../sealing.ts';
 import type { Store } from '../storage/db.ts';
@@ -135,7 +135,7 @@ export class SigningKeys {
         alg: ALG,
         public_jwk: JSON.stringify(publicJwk),
         private_jwk: this.sealer.seal(PURPOSE, JSON.stringify(privateJwk), kid),
-        created_at: new Date(this.clock.now()).toISOString(),
+        created_at: iso(this.clock.now()),
         retired_at: null,
       })
       .execute();
@@ -148,7 +148,7 @@ export class SigningKeys {
     if (this.keys[0]?.kid === kid) throw new Error('cannot retire the active signing key');
     await this.store.db
       .updateTable('signing_keys')
-      .set({ retired_at: new Date(this.clock.now()).toISOString() })
+      .set({ retired_at: iso(this.clock.now()) })
       .where('kid', '=', kid)
       .execute();
     await this.reload();

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { Clock } from '../clock.ts';
+import { type Clock, iso } from '../clock.ts';
 
 /** One text message to deliver. */
 export interface SmsMessage {
@@ -68,7 +68,7 @@ export class ConsoleSmsSender implements SmsSender {
     this.outbox.add(message.projectId, {
       to: message.to,
       body: message.body,
-      createdAt: new Date(this.clock.now()).toISOString(),
+      createdAt: iso(this.clock.now()),
     });
     return { ok: true };
   }

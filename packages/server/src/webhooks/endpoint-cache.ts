@@ -1,3 +1,4 @@
+import { iso } from '../clock.ts';
 import type { Sealer } from '../sealing.ts';
 import { openEndpointSecret } from './endpoints.ts';
 import { signingKey } from './signing.ts';
@@ -63,7 +64,7 @@ export class EndpointCache {
     const previousValid =
       k.previousKey !== null &&
       endpoint.previous_secret_expires_at !== null &&
-      endpoint.previous_secret_expires_at > new Date(nowMs).toISOString();
+      endpoint.previous_secret_expires_at > iso(nowMs);
     return previousValid ? [k.current, k.previousKey!] : [k.current];
   }
 

@@ -1,7 +1,7 @@
 import type { WebhookEvent } from '@svc/protocol';
 import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
-import type { Clock } from '../clock.ts';
+import { type Clock, iso } from '../clock.ts';
 import type { DomainEvent } from '../events.ts';
 import { newId } from '../ids.ts';
 import type { Store } from '../storage/db.ts';
@@ -90,6 +90,17 @@ export class Outbox {
   ): Promise<(Enqueued | null)[]> {
     if (events.length === 0) return [];
     const projects = [...new Set(events.map((e) => e.projectId))];
+    const rows = this.rowsOf(events, await this.endpointsOf(projects, only), only !== undefined);
+    if (rows.events.length === 0) return rows.results;
+    if (this.store.dialect === 'postgres') await this.insertPostgres(rows, projects);
+    else await this.insertSqlite(rows);
+    for (const row of rows.events) this.metrics.enqueued.inc({ type: row.type });
+    this.onEnqueued();
+    return rows.results;
+  }
+
+  /** The projects' enabled endpoints (`only`: that one) with the event types each wants. */
+  private async endpointsOf(projects: string[], only?: { endpointId: string }) {
     const endpoints = await this.store.db
       .selectFrom('webhook_endpoints as e')
       .innerJoin('projects as p', 'p.id', 'e.project_id')
@@ -107,151 +118,186 @@ export class Outbox {
       list.push({ id: e.id, wanted: JSON.parse(e.events) as string[] });
       byProject.set(e.project_id, list);
     }
+    return byProject;
+  }
 
+  /**
+   * The rows of the events some endpoint wants, and a delivery per such endpoint; `all`: every
+   * endpoint given wants every event.
+   */
+  private rowsOf(
+    events: DomainEvent[],
+    byProject: Map<string, { id: string; wanted: string[] }[]>,
+    all: boolean,
+  ): OutboxRows {
     const nowMs = this.clock.now();
-    const now = new Date(nowMs).toISOString();
-    const nextAttemptAt = new Date(nowMs + this.firstDelayMs).toISOString();
-    const results: (Enqueued | null)[] = [];
-    const eventRows: Omit<WebhookEventsTable, 'seq'>[] = [];
-    const deliveries: { id: string; event: number; endpointId: string }[] = [];
+    const rows: OutboxRows = {
+      results: [],
+      events: [],
+      deliveries: [],
+      now: iso(nowMs),
+      nextAttemptAt: iso(nowMs + this.firstDelayMs),
+    };
     for (const event of events) {
       const matching = (byProject.get(event.projectId) ?? []).filter(
-        (e) => only || e.wanted.length === 0 || e.wanted.includes(event.type),
+        (e) => all || e.wanted.length === 0 || e.wanted.includes(event.type),
       );
       if (matching.length === 0) {
-        results.push(null);
+        rows.results.push(null);
         continue;
       }
       const id = newId('evt', nowMs);
       const body: WebhookEvent = {
         type: event.type,
         id,
-        createdAt: new Date(event.occurredAtMs).toISOString(),
+        createdAt: iso(event.occurredAtMs),
         projectId: event.projectId,
         data: event.data,
       };
-      const index = eventRows.length;
-      eventRows.push({
+      const index = rows.events.length;
+      rows.events.push({
         id,
         project_id: event.projectId,
         type: event.type,
         ordering_key: event.orderingKey ?? null,
         payload: JSON.stringify(body),
-        created_at: now,
+        created_at: rows.now,
       });
       const deliveryIds = matching.map((endpoint) => {
         const deliveryId = newId('whd', nowMs);
-        deliveries.push({ id: deliveryId, event: index, endpointId: endpoint.id });
+        rows.deliveries.push({ id: deliveryId, event: index, endpointId: endpoint.id });
         return deliveryId;
       });
-      results.push({ eventId: id, deliveryIds });
+      rows.results.push({ eventId: id, deliveryIds });
     }
-    if (eventRows.length === 0) return results;
-
-    if (this.store.dialect === 'postgres') {
-      // One statement (atomic on its own): the events in order (the sequence follows the array's
-      // order), then their deliveries joined on the new rows' sequence numbers.
-      const ev = <K extends keyof (typeof eventRows)[number]>(k: K) => eventRows.map((r) => r[k]);
-      const dv = <T>(f: (d: (typeof deliveries)[number]) => T) => deliveries.map(f);
-      // The projects and endpoints are locked as the foreign keys' checks would lock them, but
-      // first: one deleted since they were read above is left out (its rows would have gone
-      // with it) instead of failing the whole batch.
-      await sql`
-        with p as (
-          select id from projects where id = any(${projects}::text[]) for key share
-        ), e as (
-          select id from webhook_endpoints
-          where id = any(${[...new Set(dv((d) => d.endpointId))]}::text[]) for key share
-        ), ev as (
-          insert into webhook_events (id, project_id, type, ordering_key, payload, created_at)
-          select u.id, u.project_id, u.type, u.ordering_key, u.payload, u.created_at
-          from unnest(${ev('id')}::text[], ${ev('project_id')}::text[], ${ev('type')}::text[],
-            ${ev('ordering_key')}::text[], ${ev('payload')}::text[], ${ev('created_at')}::text[])
-            with ordinality as u(id, project_id, type, ordering_key, payload, created_at, ord)
-          join p on p.id = u.project_id
-          order by u.ord
-          returning seq, id, project_id, type, ordering_key
-        )
-        insert into webhook_deliveries (id, event_seq, event_id, event_type, endpoint_id,
-          project_id, ordering_key, status, attempt_count, next_attempt_at, created_at, updated_at)
-        select v.id, ev.seq, ev.id, ev.type, v.endpoint_id, ev.project_id, ev.ordering_key,
-          'pending', 0, ${nextAttemptAt}, ${now}, ${now}
-        from unnest(${dv((d) => d.id)}::text[], ${dv((d) => eventRows[d.event].id)}::text[],
-          ${dv((d) => d.endpointId)}::text[]) as v(id, event_id, endpoint_id)
-        join ev on ev.id = v.event_id
-        join e on e.id = v.endpoint_id`.execute(this.store.db);
-    } else {
-      await this.store.db.transaction().execute(async (trx) => {
-        // Endpoints deleted since they were read above (with their project, or alone) are left
-        // out, with events no endpoint is left for: their rows would have gone with them.
-        const live = new Set(
-          (
-            await trx
-              .selectFrom('webhook_endpoints')
-              .select('id')
-              .where('id', 'in', [...new Set(deliveries.map((d) => d.endpointId))])
-              .execute()
-          ).map((r) => r.id),
-        );
-        if (deliveries.some((d) => !live.has(d.endpointId))) {
-          const kept = deliveries.filter((d) => live.has(d.endpointId));
-          // Events keep their order; deliveries point at their event's new index.
-          const newIndex = new Map<number, number>();
-          const rows: typeof eventRows = [];
-          for (const [i, row] of eventRows.entries()) {
-            if (!kept.some((d) => d.event === i)) continue;
-            newIndex.set(i, rows.length);
-            rows.push(row);
-          }
-          eventRows.splice(0, eventRows.length, ...rows);
-          deliveries.splice(0, deliveries.length, ...kept);
-          for (const d of deliveries) d.event = newIndex.get(d.event)!;
-          if (eventRows.length === 0) return;
-        }
-        // Rows get their sequence in the order they are listed; RETURNING's order is arbitrary.
-        const inserted = await trx
-          .insertInto('webhook_events')
-          .values(eventRows)
-          .returning(['seq', 'id'])
-          .execute();
-        const seqById = new Map(inserted.map((r) => [r.id, r.seq]));
-        const seqs = eventRows.map((r) => seqById.get(r.id)!);
-        // SQLite allows 32,766 parameters a statement: 1,000 rows of 18 columns fit.
-        for (let i = 0; i < deliveries.length; i += 1000) {
-          await trx
-            .insertInto('webhook_deliveries')
-            .values(
-              deliveries.slice(i, i + 1000).map(
-                (d): WebhookDeliveriesTable => ({
-                  id: d.id,
-                  event_seq: seqs[d.event],
-                  event_id: eventRows[d.event].id,
-                  event_type: eventRows[d.event].type,
-                  endpoint_id: d.endpointId,
-                  project_id: eventRows[d.event].project_id,
-                  ordering_key: eventRows[d.event].ordering_key,
-                  status: 'pending',
-                  attempt_count: 0,
-                  next_attempt_at: nextAttemptAt,
-                  last_status_code: null,
-                  last_error: null,
-                  success_attempted_at: null,
-                  success_latency_ms: null,
-                  success_response_body: null,
-                  success_node_id: null,
-                  created_at: now,
-                  updated_at: now,
-                }),
-              ),
-            )
-            .execute();
-        }
-      });
-    }
-    for (const row of eventRows) this.metrics.enqueued.inc({ type: row.type });
-    this.onEnqueued();
-    return results;
+    return rows;
   }
+
+  /**
+   * One statement (atomic on its own): the events in order (the sequence follows the array's
+   * order), then their deliveries joined on the new rows' sequence numbers.
+   */
+  private async insertPostgres(
+    { events, deliveries, now, nextAttemptAt }: OutboxRows,
+    projects: string[],
+  ) {
+    const ev = <K extends keyof (typeof events)[number]>(k: K) => events.map((r) => r[k]);
+    const dv = <T>(f: (d: (typeof deliveries)[number]) => T) => deliveries.map(f);
+    // The projects and endpoints are locked as the foreign keys' checks would lock them, but
+    // first: one deleted since they were read is left out (its rows would have gone with it)
+    // instead of failing the whole batch.
+    await sql`
+      with p as (
+        select id from projects where id = any(${projects}::text[]) for key share
+      ), e as (
+        select id from webhook_endpoints
+        where id = any(${[...new Set(dv((d) => d.endpointId))]}::text[]) for key share
+      ), ev as (
+        insert into webhook_events (id, project_id, type, ordering_key, payload, created_at)
+        select u.id, u.project_id, u.type, u.ordering_key, u.payload, u.created_at
+        from unnest(${ev('id')}::text[], ${ev('project_id')}::text[], ${ev('type')}::text[],
+          ${ev('ordering_key')}::text[], ${ev('payload')}::text[], ${ev('created_at')}::text[])
+          with ordinality as u(id, project_id, type, ordering_key, payload, created_at, ord)
+        join p on p.id = u.project_id
+        order by u.ord
+        returning seq, id, project_id, type, ordering_key
+      )
+      insert into webhook_deliveries (id, event_seq, event_id, event_type, endpoint_id,
+        project_id, ordering_key, status, attempt_count, next_attempt_at, created_at, updated_at)
+      select v.id, ev.seq, ev.id, ev.type, v.endpoint_id, ev.project_id, ev.ordering_key,
+        'pending', 0, ${nextAttemptAt}, ${now}, ${now}
+      from unnest(${dv((d) => d.id)}::text[], ${dv((d) => events[d.event].id)}::text[],
+        ${dv((d) => d.endpointId)}::text[]) as v(id, event_id, endpoint_id)
+      join ev on ev.id = v.event_id
+      join e on e.id = v.endpoint_id`.execute(this.store.db);
+  }
+
+  /**
+   * One transaction: the events, then their deliveries. Endpoints deleted since they were read
+   * (with their project, or alone) are left out, with the events no endpoint is left for (their
+   * rows would have gone with them): `rows` then keeps only what was written.
+   */
+  private async insertSqlite(rows: OutboxRows) {
+    const { now, nextAttemptAt } = rows;
+    await this.store.db.transaction().execute(async (trx) => {
+      const live = new Set(
+        (
+          await trx
+            .selectFrom('webhook_endpoints')
+            .select('id')
+            .where('id', 'in', [...new Set(rows.deliveries.map((d) => d.endpointId))])
+            .execute()
+        ).map((r) => r.id),
+      );
+      if (rows.deliveries.some((d) => !live.has(d.endpointId))) keepLive(rows, live);
+      const { events, deliveries } = rows;
+      if (events.length === 0) return;
+      // Rows get their sequence in the order they are listed; RETURNING's order is arbitrary.
+      const inserted = await trx
+        .insertInto('webhook_events')
+        .values(events)
+        .returning(['seq', 'id'])
+        .execute();
+      const seqById = new Map(inserted.map((r) => [r.id, r.seq]));
+      const seqs = events.map((r) => seqById.get(r.id)!);
+      // SQLite allows 32,766 parameters a statement: 1,000 rows of 18 columns fit.
+      for (let i = 0; i < deliveries.length; i += 1000) {
+        await trx
+          .insertInto('webhook_deliveries')
+          .values(
+            deliveries.slice(i, i + 1000).map(
+              (d): WebhookDeliveriesTable => ({
+                id: d.id,
+                event_seq: seqs[d.event],
+                event_id: events[d.event].id,
+                event_type: events[d.event].type,
+                endpoint_id: d.endpointId,
+                project_id: events[d.event].project_id,
+                ordering_key: events[d.event].ordering_key,
+                status: 'pending',
+                attempt_count: 0,
+                next_attempt_at: nextAttemptAt,
+                last_status_code: null,
+                last_error: null,
+                success_attempted_at: null,
+                success_latency_ms: null,
+                success_response_body: null,
+                success_node_id: null,
+                created_at: now,
+                updated_at: now,
+              }),
+            ),
+          )
+          .execute();
+      }
+    });
+  }
+}
+
+/** A batch of events as rows, each delivery with the index of its event in `events`. */
+interface OutboxRows {
+  /** Per event given: its id and deliveries, or null when no endpoint wanted it. */
+  results: (Enqueued | null)[];
+  events: Omit<WebhookEventsTable, 'seq'>[];
+  deliveries: { id: string; event: number; endpointId: string }[];
+  now: string;
+  nextAttemptAt: string;
+}
+
+/** Keeps the deliveries to `live` endpoints and their events, in order. */
+function keepLive(rows: OutboxRows, live: Set<string>) {
+  const kept = rows.deliveries.filter((d) => live.has(d.endpointId));
+  // Events keep their order; deliveries point at their event's new index.
+  const newIndex = new Map<number, number>();
+  const events: OutboxRows['events'] = [];
+  for (const [i, row] of rows.events.entries()) {
+    if (!kept.some((d) => d.event === i)) continue;
+    newIndex.set(i, events.length);
+    events.push(row);
+  }
+  for (const d of kept) d.event = newIndex.get(d.event)!;
+  rows.events = events;
+  rows.deliveries = kept;
 }
 
 /** Events a node holds at most while the store is unavailable (the oldest are dropped first). */

@@ -7,6 +7,7 @@ import { newId } from '../ids.ts';
 import type { Sealer } from '../sealing.ts';
 import type { Store } from '../storage/db.ts';
 import { unavailableDependency } from '../unavailable.ts';
+import { chainKey, chainsOf, leaseKeys, pendingOfKeys } from './claims.ts';
 import { EndpointCache } from './endpoint-cache.ts';
 import type { WebhookMetrics } from './metrics.ts';
 import { type Outcome, writeOutcomes } from './outcomes.ts';
@@ -87,8 +88,6 @@ export const SLOW_MS = 1000;
 export const PAUSE_AFTER_FAILURES = 3;
 /** …for 1 s, doubling with each further failure, up to this. */
 export const MAX_PAUSE_MS = 30_000;
-/** Deliveries of one ordering key claimed together and sent one after another, at most. */
-export const CHAIN_MAX = 32;
 /** Outcomes written in one transaction at most. */
 const RECORD_BATCH = 256;
 /** A batch of outcomes waits at most this long for more while attempts are in flight. */
@@ -378,7 +377,7 @@ export class DeliveryWorker {
 
   /**
    * Claims work for up to `slots` attempts in a row: each slot is a chain, the next due
-   * deliveries of one ordering key for one endpoint (at most {@link CHAIN_MAX}, sent one after
+   * deliveries of one ordering key for one endpoint (at most CHAIN_MAX, sent one after
    * another, in order), at most an endpoint's free slots per endpoint. Returns the chains with
    * what their attempts need.
    *
@@ -396,134 +395,15 @@ export class DeliveryWorker {
     const now = iso(nowMs);
     const leaseUntil = iso(nowMs + leaseMs);
     const token = `${this.nodeId}:${randomBytes(6).toString('hex')}`;
-    const { excluded, caps, takes } = this.endpointLimits(nowMs);
-    const postgres = store.dialect === 'postgres';
-    const capsTable = postgres
-      ? sql`unnest(${Object.keys(caps)}::text[], ${Object.values(caps)}::int[]) as caps(endpoint_id, free)`
-      : sql`(select key as endpoint_id, value as free from json_each(${JSON.stringify(caps)})) caps`;
-    // Named on PostgreSQL (prepared once per connection): the claim is a hot statement. It
-    // looks for at most as many heads as the endpoints can take (twice the free slots at most,
-    // for endpoints beyond their caps): past the last head, the scan would read the whole
-    // backlog of the keys already leased, one index probe per pending delivery.
-    const { rows: leased } = await sql<{ endpoint_id: string; lease_key: string }>`${
-      postgres ? sql.raw('/* prepared webhook_claim_keys */') : sql``
-    }
-      with heads as (
-        select h.endpoint_id, coalesce(h.ordering_key, h.id) as lease_key, h.next_attempt_at,
-          h.event_seq
-        from webhook_deliveries h
-        where h.status = 'pending' and h.next_attempt_at <= ${now} and ${
-          postgres
-            ? sql`h.endpoint_id <> all(${excluded}::text[])`
-            : sql`h.endpoint_id not in (select value from json_each(${JSON.stringify(excluded)}))`
-        }
-          and not exists (
-            select 1 from webhook_deliveries e
-            where e.endpoint_id = h.endpoint_id and e.ordering_key = h.ordering_key
-              and e.event_seq < h.event_seq and e.status = 'pending')
-          and not exists (
-            select 1 from webhook_key_leases l
-            where l.endpoint_id = h.endpoint_id and l.lease_key = coalesce(h.ordering_key, h.id)
-              and l.lease_until >= ${now})
-        order by h.next_attempt_at, h.event_seq
-        limit ${Math.min(slots * 2, takes)}
-      ), chosen_heads as (
-        select r.endpoint_id, r.lease_key from (
-          select heads.*, row_number() over (partition by heads.endpoint_id
-            order by heads.next_attempt_at, heads.event_seq) as ern
-          from heads
-        ) r
-        left join ${capsTable} on caps.endpoint_id = r.endpoint_id
-        where r.ern <= coalesce(caps.free, ${this.endpointCap})
-        order by r.next_attempt_at, r.event_seq
-        limit ${slots}
-      )
-      insert into webhook_key_leases (endpoint_id, lease_key, lease_until, lease_token)
-      select endpoint_id, lease_key, ${leaseUntil}, ${token} from chosen_heads where true
-      on conflict (endpoint_id, lease_key) do update
-        set lease_until = excluded.lease_until, lease_token = excluded.lease_token
-        where webhook_key_leases.lease_until < ${now}
-      returning endpoint_id, lease_key`.execute(store.db);
+    const limits = { ...this.endpointLimits(nowMs), endpointCap: this.endpointCap };
+    const leased = await leaseKeys(store, slots, limits, now, leaseUntil, token);
     if (leased.length === 0) return [];
-
-    const keys = leased.map((l) => [l.endpoint_id, l.lease_key]);
-    const what = sql`ev.payload, e.url, e.enabled, e.secret, e.previous_secret,
-      e.previous_secret_expires_at, e.failing_since, p.webhooks_enabled`;
-    const joins = sql`join webhook_events ev on ev.seq = d.event_seq
-      join webhook_endpoints e on e.id = d.endpoint_id
-      join projects p on p.id = e.project_id`;
-    const { rows } = await (postgres
-      ? sql<ClaimedDelivery>`
-          select d.*, ${what}
-          from unnest(${leased.map((l) => l.endpoint_id)}::text[],
-            ${leased.map((l) => l.lease_key)}::text[]) as k(endpoint_id, lease_key)
-          cross join lateral (
-            (select m.* from webhook_deliveries m
-              where m.endpoint_id = k.endpoint_id and m.ordering_key = k.lease_key
-                and m.status = 'pending'
-              order by m.event_seq limit ${CHAIN_MAX})
-            union all
-            (select m.* from webhook_deliveries m
-              where m.id = k.lease_key and m.endpoint_id = k.endpoint_id
-                and m.ordering_key is null and m.status = 'pending')
-          ) d
-          ${joins}
-          order by d.event_seq`
-      : // Each key's chain ends at its CHAIN_MAX-th pending delivery, found once per key (a
-        // condition on each row would look it up again for every pending row of the key).
-        sql<ClaimedDelivery>`
-          with k as materialized (
-            select k.value ->> 0 as endpoint_id, k.value ->> 1 as lease_key, coalesce((
-              select x.event_seq from webhook_deliveries x
-              where x.endpoint_id = k.value ->> 0 and x.ordering_key = k.value ->> 1
-                and x.status = 'pending'
-              order by x.event_seq limit 1 offset ${CHAIN_MAX - 1}), ${Number.MAX_SAFE_INTEGER}
-            ) as last_seq
-            from json_each(${JSON.stringify(keys)}) k)
-          select d.*, ${what}
-          from k
-          join webhook_deliveries d on d.endpoint_id = k.endpoint_id
-            and d.ordering_key = k.lease_key and d.status = 'pending'
-            and d.event_seq <= k.last_seq
-          ${joins}
-          union all
-          select d.*, ${what}
-          from k
-          join webhook_deliveries d on d.id = k.lease_key and d.endpoint_id = k.endpoint_id
-            and d.ordering_key is null and d.status = 'pending'
-          ${joins}
-          order by event_seq`
-    ).execute(store.db);
-    // Rows come in sequence order: each chain's in its key's order. A chain ends before its
-    // first delivery that is not due (waiting for a retry): later ones of the key wait for it.
-    const chains = new Map<string, ClaimedDelivery[]>();
-    const stopped = new Set<string>();
-    for (const row of rows) {
-      const leaseKey = row.ordering_key ?? row.id;
-      const key = `${row.endpoint_id} ${leaseKey}`;
-      if (stopped.has(key)) continue;
-      if (row.next_attempt_at === null || row.next_attempt_at > now) {
-        stopped.add(key);
-        continue;
-      }
-      const claimed = { ...row, lease_key: leaseKey, lease_until: leaseUntil, lease_token: token };
-      const list = chains.get(key);
-      if (list) list.push(claimed);
-      else chains.set(key, [claimed]);
-    }
+    const chains = chainsOf(await pendingOfKeys(store, leased), now, leaseUntil, token);
     // Keys whose deliveries went meanwhile (another node's chain finished between the two
     // statements) or whose first pending one is not due: their leases go back at once.
-    const empty = leased.filter((l) => !chains.has(`${l.endpoint_id} ${l.lease_key}`));
+    const empty = leased.filter((l) => !chains.has(chainKey(l.endpoint_id, l.lease_key)));
     if (empty.length > 0)
-      this.track(
-        this.release(
-          empty.map((l) => ({
-            endpoint_id: l.endpoint_id,
-            lease_key: l.lease_key,
-            lease_token: token,
-          })),
-        ),
-      );
+      this.track(this.release(empty.map((l) => ({ ...l, lease_token: token }))));
     return [...chains.values()];
   }
 

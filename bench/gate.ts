@@ -79,7 +79,7 @@ export async function run(): Promise<string> {
     }
   }
   return [
-    '### Key gate: authenticated route vs the same handler without auth',
+    '## Key gate: authenticated route vs the same handler without auth',
     '',
     `50 connections; after a 2 s warm-up per route, ${ROUNDS} alternating rounds of ${SECONDS} s per route; ratios are medians of the paired rounds' ratios. The same request headers on both routes, a client key of its own per round (the API's highest rate limit is 1,000,000 a minute); autocannon in the bench process, server in a child process (no embedded Janus). req/s with the server's CPU µs per request in brackets (process.cpuUsage, all threads; Redis's own CPU not included).`,
     '',

@@ -167,7 +167,7 @@ export async function run(): Promise<string> {
     }
   }
   return [
-    '### Links: short-link redirect vs a bare Fastify redirect',
+    '## Links: short-link redirect vs a bare Fastify redirect',
     '',
     `50 connections, ${rounds} alternating rounds of ${seconds} s per server after a warm-up (${warmFresh} s per server for fresh processes, 1 s before their second pass; medians), the client in the bench process (autocannon for one visitor; for many visitors bench/visitors.ts, every request from another address through a trusted proxy, the servers started with SVC_TRUST_PROXY=127.0.0.1) kept awake while it drives a SQLite server (bench/lib.ts, spinning: a sleeping client made the slower server pay the VM's wake-ups) and sleeping for PostgreSQL + Redis (kept awake, it would take the CPU they need), servers in child processes: ${processes} of each kind, taking turns by round, so that one process's luck does not decide the result. req/s with server CPU µs per request in brackets, all threads and the main thread's (process.cpuUsage and /proc/thread-self/stat; steadier than req/s on a shared machine). Every Svc redirect records a click (queued, written in batches; the database's and Redis's CPU time is not counted, but they share the machine's two cores). "In-app bare" is the bare handler mounted inside the Svc app: the platform's own per-request cost.`,
     '',

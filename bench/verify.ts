@@ -192,7 +192,7 @@ export async function run(): Promise<string> {
     );
   }
   return [
-    '### Verify: send and verify vs a bare Fastify route',
+    '## Verify: send and verify vs a bare Fastify route',
     '',
     `${CONNECTIONS} connections, ${SECONDS} s after a warm-up, autocannon and the server in one process. Send: a fresh number per request (HMAC, limits, log row, console sender). Verify: the right code for each verification sent (conditional UPDATE, ES256 token, log row); it stops early when the verifications run out.`,
     '',

@@ -245,5 +245,5 @@ export async function run(): Promise<string> {
   } finally {
     rx.close();
   }
-  return ['### Webhooks: where the time goes', '', '```', ...lines, '```'].join('\n');
+  return ['## Webhooks: where the time goes', '', '```', ...lines, '```'].join('\n');
 }

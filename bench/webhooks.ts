@@ -515,7 +515,7 @@ export async function run(): Promise<string> {
         ]
       : [];
   return [
-    '### Webhooks: deliveries per second to a local receiver answering 200',
+    '## Webhooks: deliveries per second to a local receiver answering 200',
     '',
     `Each case fills a fresh outbox with ${fmt(WARMUP + EVENTS)} events per node over ${ROOMS} rooms (ordering keys) from a node whose worker is off, in batches of ${ENQUEUE_BATCH} (\`svc.events.emitMany\`, "batched enqueue/s"; before them ${SINGLE_EMITS} sequential \`svc.events.emit\` calls, each awaited, "single enqueue/s"); then worker node(s), child processes, drain it: at most ${CONCURRENCY} attempts in flight per endpoint (${2 * CONCURRENCY} per node), each signed and recorded. Baseline: plain keep-alive POSTs of the same body with the same concurrency from the bench process. Both sides are measured warm: the baseline's client sends ${fmt(WARMUP)} requests before its timed ${fmt(EVENTS)}, and each drain is timed from the healthy receiver's ${fmt(WARMUP)}-th delivery per node once every node is up (start-up and warm-up excluded: two nodes share the deliveries, and each must be as warm as a lone node) to its last (${fmt(EVENTS)} deliveries per node), cut at 20 s after the first. CPU per delivery over the same span: the server processes' (/proc), and PostgreSQL's (the bench's backends, named by application_name, plus the WAL writer, which other tenants share). ${ROUNDS} rounds, the cases taking turns; median (min–max).`,
     '',

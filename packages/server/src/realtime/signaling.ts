@@ -155,6 +155,8 @@ export class SignalingHub {
   private qualityTimer: NodeJS.Timeout;
   private sweeping = false;
   private closed = false;
+  /** Departures being recorded (a socket closed): a stopping node waits for them. */
+  private departures = new Set<Promise<void>>();
   /** The media area, once the plugin has built it (media requests need it). */
   media: MediaService | null = null;
 
@@ -840,13 +842,19 @@ export class SignalingHub {
       void this.unfollowIfIdle(f).catch(() => {});
     }
     if (!wasJoined || !conn.sid || !conn.claims || this.closed) return;
-    try {
-      // A client that closes normally after joining has left; anything else is a drop.
-      if (code === CLOSE_CODES.NORMAL) await this.rooms.leave(conn.claims.rid, conn.sid, 'LEFT');
-      else await this.rooms.dropped(conn.claims.rid, conn.sid, conn.id);
-    } catch (err) {
-      this.log.warn({ err }, 'realtime: recording a departure failed');
-    }
+    const { rid } = conn.claims;
+    // A client that closes normally after joining has left; anything else is a drop.
+    const departure = (
+      code === CLOSE_CODES.NORMAL
+        ? this.rooms.leave(rid, conn.sid, 'LEFT')
+        : this.rooms.dropped(rid, conn.sid, conn.id)
+    ).then(
+      () => {},
+      (err) => this.log.warn({ err }, 'realtime: recording a departure failed'),
+    );
+    this.departures.add(departure);
+    await departure;
+    this.departures.delete(departure);
   }
 
   private pingAll() {
@@ -918,6 +926,8 @@ export class SignalingHub {
     const joined = [...this.conns].filter((c) => c.state === 'joined' && c.sid && c.claims);
     await Promise.allSettled(joined.map((c) => this.rooms.dropped(c.claims!.rid, c.sid!, c.id)));
     this.closed = true;
+    // Clients that left or dropped just before: their departures finish before the stores close.
+    await Promise.all(this.departures);
     for (const conn of this.conns) {
       conn.state = 'closed';
       this.closeWith(conn, CLOSE_CODES.GOING_AWAY);

@@ -45,3 +45,24 @@ for (const backend of BACKENDS) {
     });
   });
 }
+
+// With the room state in Redis, a departure the node did not record outlives it (in process,
+// the room state ends with the node).
+for (const backend of BACKENDS.filter((b) => b.state === 'redis')) {
+  describe(`realtime departures at shutdown (${backend.name})`, () => {
+    test('a node stopped while its clients are leaving records every departure before its stores close', async () => {
+      const s = await startRealtimeServer(backend);
+      const clients: RtClient[] = [];
+      for (let i = 0; i < 30; i++) {
+        const c = await s.connect('closing-time', `u${i}`);
+        await c.join();
+        clients.push(c);
+      }
+      // Every client leaves at once (a normal close: LEFT); the node stops while their
+      // departures, one room lock after another, are still being recorded.
+      await Promise.all(clients.map((c) => c.close()));
+      await s.close();
+      assert.doesNotMatch(s.logs.text, /recording a departure failed/);
+    });
+  });
+}

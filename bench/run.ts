@@ -77,6 +77,8 @@ for (const area of only.length ? only : AREAS) {
   if (write) {
     const old = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
     fs.writeFileSync(file, merged(old, sections.slice(-1)));
+    // Tables aligned as the repository's formatter (Biome, `npm run lint`) writes Markdown.
+    execFileSync('npx', ['biome', 'format', '--write', file], { cwd: import.meta.dirname });
   }
 }
 process.stdout.write(`${[HEADER, ...sections.flatMap((s) => [s, ''])].join('\n')}\n`);

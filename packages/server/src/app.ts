@@ -97,6 +97,51 @@ function requestId(req: IncomingMessage): string {
  * Closing the app closes the stores it opened.
  */
 export async function buildApp(options: BuildOptions): Promise<FastifyInstance> {
+  const services = await openPlatform(options);
+  const { config, store, state, keyStore, projects, keys, metrics } = services;
+  const app = createFastify(config, options.logStream);
+  app.decorate('svc', services);
+  logDependencyChanges(app, [store.health, state.health]);
+  new Gauge({
+    name: 'svc_dependency_up',
+    help: 'Whether this node sees the dependency answering (1) or down (0): store, shared_state',
+    labelNames: ['dependency'],
+    registers: [metrics.registry],
+    collect() {
+      this.set({ dependency: 'store' }, store.health.up ? 1 : 0);
+      this.set({ dependency: 'shared_state' }, state.health.up ? 1 : 0);
+    },
+  });
+  installRequestHooks(app, metrics);
+  app.addHook('onClose', async () => {
+    await keyStore.stop();
+    if (!options.state) await state.close();
+    if (!options.store) await store.close();
+  });
+  installErrorHandling(app);
+  installCors(app, { adminOrigins: config.adminCorsOrigins });
+  await installOpenApi(app, config.publicUrl);
+  platformRoutes(app, services);
+
+  installGate(app, { config, keys: keyStore, state, clock: services.clock, metrics });
+  await app.register(adminRoutes, {
+    prefix: '/v1/admin',
+    adminToken: options.adminToken,
+    projects,
+    keys,
+  });
+  // Product areas: each an encapsulated plugin owning its routes (public ones included).
+  await app.register(linksPlugin, { svc: services });
+  await app.register(verifyPlugin, { svc: services });
+  await app.register(webhooksPlugin, { svc: services });
+  await app.register(realtimePlugin, { svc: services });
+  // Every area has declared its settings: record claims a store from before claims lacks.
+  app.addHook('onReady', () => projects.reconcileClaims());
+  return app;
+}
+
+/** The platform's services: stores and shared state (opened unless given), keys, signing. */
+async function openPlatform(options: BuildOptions): Promise<Services> {
   const { config } = options;
   const clock = options.clock ?? systemClock;
   const store =
@@ -110,25 +155,22 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     }));
   const state =
     options.state ?? openSharedState(config.redisUrl, config.redisPrefix, config.stateTimeoutMs);
-  const metrics = new Metrics({ defaultMetrics: options.defaultMetrics });
   const keyStore = new KeyStore(store, state, clock, config.keyCacheTtlMs);
   await keyStore.start();
   const projects = new ProjectService(store, keyStore, clock);
-  const keys = new KeyService(store, projects, keyStore, clock);
   const secret = options.secret ?? resolveServerSecret(config);
   const sealer = new Sealer(secret, config.secretPrevious);
   const signingKeys = new SigningKeys(store, clock, config.publicUrl, sealer);
   await signingKeys.init();
-  const logsRequests = config.logLevel === 'debug' || config.logLevel === 'trace';
-  const services: Services = {
+  return {
     config,
     store,
     state,
     clock,
-    metrics,
+    metrics: new Metrics({ defaultMetrics: options.defaultMetrics }),
     keyStore,
     projects,
-    keys,
+    keys: new KeyService(store, projects, keyStore, clock),
     signingKeys,
     events: new DomainEvents(),
     secret,
@@ -138,10 +180,13 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     media: null,
     recordings: null,
   };
+}
 
+/** The Fastify instance with the server's logging, proxy trust, limits and validation rules. */
+function createFastify(config: Config, logStream: DestinationStream | undefined) {
   const logger = loggerOptions(config.logLevel);
-  const app = Fastify({
-    logger: options.logStream ? { ...logger, stream: options.logStream } : logger,
+  return Fastify({
+    logger: logStream ? { ...logger, stream: logStream } : logger,
     trustProxy: config.trustProxy.length > 0 ? proxyTrust(config.trustProxy) : false,
     bodyLimit: config.bodyLimitBytes,
     // Unknown fields are refused (schemas say additionalProperties: false), never silently dropped.
@@ -157,7 +202,9 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     },
     requestIdHeader: false,
     genReqId: requestId,
-    logController: new LogController({ disableRequestLogging: !logsRequests }),
+    logController: new LogController({
+      disableRequestLogging: config.logLevel !== 'debug' && config.logLevel !== 'trace',
+    }),
     childLoggerFactory: lazyChildLoggerFactory,
     routerOptions: { maxParamLength: 256 },
     return503OnClosing: true,
@@ -172,10 +219,11 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
           : 'The path is not a valid URL.',
       ),
   }).withTypeProvider<TypeBoxTypeProvider>();
+}
 
-  app.decorate('svc', services);
-  // Each outage is logged once when it starts and once when it ends, not once per request.
-  for (const health of [store.health, state.health]) {
+/** Logs each outage once when it starts and once when it ends, not once per request. */
+function logDependencyChanges(app: FastifyInstance, healths: DependencyHealth[]) {
+  for (const health of healths) {
     const onDown = (err: Error) =>
       app.log.warn({ err, dependency: health.dependency }, `${health.dependency} unavailable`);
     const onUp = () =>
@@ -186,24 +234,20 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
       done();
     });
   }
-  new Gauge({
-    name: 'svc_dependency_up',
-    help: 'Whether this node sees the dependency answering (1) or down (0): store, shared_state',
-    labelNames: ['dependency'],
-    registers: [metrics.registry],
-    collect() {
-      this.set({ dependency: 'store' }, store.health.up ? 1 : 0);
-      this.set({ dependency: 'shared_state' }, state.health.up ? 1 : 0);
-    },
-  });
+}
+
+/**
+ * What every request goes through: its `Request-Id`, JSON bodies only, an absent body as `{}`
+ * where every member is optional, the input check, the request metrics. Callback hooks, not
+ * async ones: they run on every request and a promise each costs more.
+ */
+function installRequestHooks(app: FastifyInstance, metrics: Metrics) {
   // JSON only: a text/plain body is refused with 415 rather than reaching a schema as a string.
   app.removeContentTypeParser('text/plain');
-  // Callback hooks, not async ones: they run on every request and a promise each costs more.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('Request-Id', request.id);
     done();
   });
-  // A request without a body, to a route whose body members are all optional, means `{}`.
   app.addHook('preValidation', (request, _reply, done) => {
     if (request.body === undefined) {
       const body = request.routeOptions.schema?.body as { required?: string[] } | undefined;
@@ -229,16 +273,11 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
     );
     done();
   });
-  app.addHook('onClose', async () => {
-    await keyStore.stop();
-    if (!options.state) await state.close();
-    if (!options.store) await store.close();
-  });
-  installErrorHandling(app);
-  installCors(app, { adminOrigins: config.adminCorsOrigins });
+}
 
-  await installOpenApi(app, config.publicUrl);
-
+/** The platform's own routes: the token keys (JWKS), health, readiness and metrics. */
+function platformRoutes(app: FastifyInstance, services: Services) {
+  const { store, state, signingKeys, metrics } = services;
   app.get(
     '/.well-known/jwks.json',
     {
@@ -290,20 +329,4 @@ export async function buildApp(options: BuildOptions): Promise<FastifyInstance> 
   app.get('/metrics', { schema: { hide: true } }, async (_request, reply) =>
     reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()),
   );
-
-  installGate(app, { config, keys: keyStore, state, clock, metrics });
-  await app.register(adminRoutes, {
-    prefix: '/v1/admin',
-    adminToken: options.adminToken,
-    projects,
-    keys,
-  });
-  // Product areas: each an encapsulated plugin owning its routes (public ones included).
-  await app.register(linksPlugin, { svc: services });
-  await app.register(verifyPlugin, { svc: services });
-  await app.register(webhooksPlugin, { svc: services });
-  await app.register(realtimePlugin, { svc: services });
-  // Every area has declared its settings: record claims a store from before claims lacks.
-  app.addHook('onReady', () => projects.reconcileClaims());
-  return app;
 }

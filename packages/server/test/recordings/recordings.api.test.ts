@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ManualClock } from '../../src/clock.ts';
@@ -255,3 +256,12 @@ for (const backend of BACKENDS) {
     });
   });
 }
+
+// Every server of this file keeps its files in DATA_DIR: none of them loaded the AWS SDK (about
+// 20 MiB of RSS), which only a configured object store needs (recordings/storage.ts).
+test('a node without an object store does not load the AWS SDK', () => {
+  const loaded = Object.keys(createRequire(import.meta.url).cache).filter((file) =>
+    file.includes(`${path.sep}@aws-sdk${path.sep}`),
+  );
+  assert.deepEqual(loaded, []);
+});

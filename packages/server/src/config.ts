@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { normaliseOriginPattern } from './auth/restrictions.ts';
 import { envBool as bool, ConfigError, envInt as int } from './env.ts';
+import { invalidProxyEntry } from './http/proxy-trust.ts';
 
 /**
  * The platform's settings, read from the environment (names are part of the public contract).
@@ -124,10 +125,7 @@ export function loadPlatformConfig(env: NodeJS.ProcessEnv = process.env): Platfo
       .map((s) => s.trim())
       .filter(Boolean),
     publicUrl,
-    trustProxy: (env.SVC_TRUST_PROXY || '')
-      .split(',')
-      .map((s) => s.trim())
-      .filter(Boolean),
+    trustProxy: trustedProxies(env),
     adminCorsOrigins: origins(env, 'SVC_ADMIN_CORS_ORIGINS'),
     serverKeyRateLimitPerMinute: int(env, 'SVC_SERVER_KEY_RATE_LIMIT', 6000, 1, 10_000_000),
     clientKeyRateLimitPerMinute: int(env, 'SVC_CLIENT_KEY_RATE_LIMIT', 120, 1, 10_000_000),
@@ -137,4 +135,19 @@ export function loadPlatformConfig(env: NodeJS.ProcessEnv = process.env): Platfo
     logLevel,
     bootstrap: bool(env, 'SVC_BOOTSTRAP', true),
   };
+}
+
+/** `SVC_TRUST_PROXY`: a comma-separated list, each an address, a CIDR range or a proxy-addr name. */
+function trustedProxies(env: NodeJS.ProcessEnv): string[] {
+  const entries = (env.SVC_TRUST_PROXY || '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const invalid = invalidProxyEntry(entries);
+  if (invalid !== null) {
+    throw new ConfigError(
+      `SVC_TRUST_PROXY must list addresses, CIDR ranges or loopback/linklocal/uniquelocal, got "${invalid}"`,
+    );
+  }
+  return entries;
 }

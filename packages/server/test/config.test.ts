@@ -52,3 +52,21 @@ test('recordings go to an S3-compatible store only with SVC_RECORDINGS_S3_BUCKET
     );
   }
 });
+
+test('SVC_TRUST_PROXY is checked at start: an entry that is no address, range or name is named', () => {
+  assert.deepEqual(loadConfig({}).trustProxy, []);
+  assert.deepEqual(
+    loadConfig({ SVC_TRUST_PROXY: '10.0.0.1, 192.168.0.0/16,loopback,::1' }).trustProxy,
+    ['10.0.0.1', '192.168.0.0/16', 'loopback', '::1'],
+  );
+  for (const bad of ['proxy.example.com', '10.0.0.1/33', '10.0.0.1,300.1.1.1', 'loopback,lan']) {
+    assert.throws(
+      () => loadConfig({ SVC_TRUST_PROXY: bad }),
+      (err: Error) =>
+        err instanceof ConfigError &&
+        err.message.startsWith('SVC_TRUST_PROXY') &&
+        err.message.includes(`"${bad.split(',').at(-1)}"`),
+      bad,
+    );
+  }
+});

@@ -13,3 +13,18 @@ export function proxyTrust(entries: readonly string[]): (address: string, hop: n
   const listed = new Set(entries.filter((e) => isIP(e) !== 0));
   return (address, hop) => listed.has(address) || rule(address, hop);
 }
+
+/**
+ * The first of `entries` that proxy-addr refuses (not an address, a CIDR range or one of its
+ * names), or null when every one is valid.
+ */
+export function invalidProxyEntry(entries: readonly string[]): string | null {
+  for (const entry of entries) {
+    try {
+      proxyAddr.compile([entry]);
+    } catch {
+      return entry;
+    }
+  }
+  return null;
+}

@@ -106,7 +106,7 @@ export async function run(): Promise<string> {
               // past the 1 s default, which would fail the start.
               SVC_STATE_TIMEOUT_MS: '5000',
               SVC_SECRET: 'bench-secret',
-              SVC_ADMIN_TOKEN: 'bench-admin',
+              SVC_ADMIN_TOKEN: 'bench-admin-token-of-32-characters',
               ...env,
               ...traffic.env,
             }),

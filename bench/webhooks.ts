@@ -311,8 +311,8 @@ async function startNode(env: Record<string, string>, root = ROOT) {
         ...process.env,
         LOG_LEVEL: 'warn',
         SVC_BOOTSTRAP: 'false',
-        SVC_ADMIN_TOKEN: 'bench',
-        SVC_SECRET: 'bench',
+        SVC_ADMIN_TOKEN: 'bench-admin-token-of-32-characters',
+        SVC_SECRET: 'bench-server-secret-of-32-characters',
         SVC_WEBHOOK_ALLOW_PRIVATE: 'true',
         // Each endpoint gets the baseline's concurrency (an endpoint's cap is a share of a node's).
         SVC_WEBHOOK_CONCURRENCY: String(2 * CONCURRENCY),

@@ -3,6 +3,7 @@
 // page in headless Chromium (another origin) loads @svc/client's browser build and joins a room.
 // Exits 0 when everything worked. Run by npm test (packages/server/test/packaging.test.ts).
 import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -59,7 +60,7 @@ try {
 
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  const adminToken = `admin_${Math.random().toString(36).slice(2)}${Date.now()}`;
+  const adminToken = `admin_${randomBytes(16).toString('hex')}`;
   // Its own process group: npx runs the server as a grandchild, and stopping must reach it.
   server = spawn('npx', ['--no-install', 'svc-server'], {
     cwd: app,

@@ -118,8 +118,8 @@ export function loadPlatformConfig(env: NodeJS.ProcessEnv = process.env): Platfo
     redisPrefix: env.SVC_REDIS_PREFIX || 'svc:',
     storeTimeoutMs: int(env, 'SVC_STORE_TIMEOUT_MS', 5000, 100, 600_000),
     stateTimeoutMs: int(env, 'SVC_STATE_TIMEOUT_MS', 1000, 50, 60_000),
-    adminToken: env.SVC_ADMIN_TOKEN || undefined,
-    secret: env.SVC_SECRET || undefined,
+    adminToken: credential(env, 'SVC_ADMIN_TOKEN'),
+    secret: credential(env, 'SVC_SECRET'),
     secretPrevious: (env.SVC_SECRET_PREVIOUS || '')
       .split(',')
       .map((s) => s.trim())
@@ -150,4 +150,23 @@ function trustedProxies(env: NodeJS.ProcessEnv): string[] {
     );
   }
   return entries;
+}
+
+/** The shortest `SVC_ADMIN_TOKEN` and `SVC_SECRET` accepted: 32 characters (generated ones are longer). */
+export const MIN_CREDENTIAL_LENGTH = 32;
+
+/**
+ * A credential the operator sets (`SVC_ADMIN_TOKEN`, `SVC_SECRET`), or undefined when unset. One
+ * shorter than {@link MIN_CREDENTIAL_LENGTH} stops the start: a guessable admin token opens every
+ * project, a guessable secret every sealed value. The message gives its length, never the value.
+ */
+function credential(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const value = env[name];
+  if (!value) return undefined;
+  if (value.length < MIN_CREDENTIAL_LENGTH) {
+    throw new ConfigError(
+      `${name} must be at least ${MIN_CREDENTIAL_LENGTH} characters, random (for example \`openssl rand -base64 32\`); it has ${value.length}`,
+    );
+  }
+  return value;
 }

@@ -70,3 +70,25 @@ test('SVC_TRUST_PROXY is checked at start: an entry that is no address, range or
     );
   }
 });
+
+test('SVC_ADMIN_TOKEN and SVC_SECRET must be 32 characters or more; the refusal never shows the value', () => {
+  const long = 'k'.repeat(32);
+  const config = loadConfig({ SVC_ADMIN_TOKEN: long, SVC_SECRET: `${long}s` });
+  assert.equal(config.adminToken, long);
+  assert.equal(config.secret, `${long}s`);
+  assert.equal(loadConfig({}).adminToken, undefined);
+  assert.equal(loadConfig({}).secret, undefined);
+  for (const name of ['SVC_ADMIN_TOKEN', 'SVC_SECRET']) {
+    for (const short of ['changeme', 'hunter2-but-longer-31-characters'.slice(0, 31)]) {
+      assert.throws(
+        () => loadConfig({ [name]: short }),
+        (err: Error) =>
+          err instanceof ConfigError &&
+          err.message.startsWith(`${name} must be at least 32 characters`) &&
+          err.message.endsWith(`it has ${short.length}`) &&
+          !err.message.includes(short),
+        `${name}=${short}`,
+      );
+    }
+  }
+});

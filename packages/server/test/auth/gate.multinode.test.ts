@@ -11,7 +11,7 @@ describe('key gate across two nodes (postgres+redis)', {
 }, () => {
   const schema = uniqueName('t');
   const prefix = `${uniqueName('test')}:`;
-  const adminToken = `admin_${randomBytes(8).toString('hex')}`;
+  const adminToken = `admin_${randomBytes(16).toString('hex')}`;
   let a: NodeProcess;
   let b: NodeProcess;
   let projectId: string;
@@ -40,7 +40,7 @@ describe('key gate across two nodes (postgres+redis)', {
       SVC_PG_SCHEMA: schema,
       SVC_REDIS_PREFIX: prefix,
       SVC_ADMIN_TOKEN: adminToken,
-      SVC_SECRET: 'test-secret',
+      SVC_SECRET: `secret_${randomBytes(16).toString('hex')}`,
       SVC_TEST_ROUTES: 'gate',
       // A long cache TTL: only the invalidation message can make node B refuse in time.
       SVC_KEY_CACHE_TTL_MS: '600000',

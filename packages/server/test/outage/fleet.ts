@@ -87,7 +87,7 @@ export async function waitFor<T>(
 
 /** Two server processes and one project with its keys, for outage tests. */
 export class Fleet {
-  readonly adminToken = `admin_${randomBytes(8).toString('hex')}`;
+  readonly adminToken = `admin_${randomBytes(16).toString('hex')}`;
   nodes: NodeProcess[] = [];
   projectId = '';
   serverKey = '';

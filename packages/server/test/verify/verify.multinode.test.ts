@@ -15,7 +15,7 @@ describe('verify across two nodes (postgres+redis)', {
 }, () => {
   const schema = uniqueName('t');
   const prefix = `${uniqueName('test')}:`;
-  const adminToken = `admin_${randomBytes(8).toString('hex')}`;
+  const adminToken = `admin_${randomBytes(16).toString('hex')}`;
   const messages = new Map<string, string>();
   const provider = http.createServer((req, res) => {
     let body = '';
@@ -53,7 +53,7 @@ describe('verify across two nodes (postgres+redis)', {
       SVC_PG_SCHEMA: schema,
       SVC_REDIS_PREFIX: prefix,
       SVC_ADMIN_TOKEN: adminToken,
-      SVC_SECRET: 'test-secret',
+      SVC_SECRET: `secret_${randomBytes(16).toString('hex')}`,
       SVC_SMS_SENDER: 'twilio',
       SVC_TWILIO_ACCOUNT_SID: 'AC1',
       SVC_TWILIO_AUTH_TOKEN: 'token',

@@ -12,7 +12,7 @@ const config = loadConfig({ SVC_MEDIA: 'off', ...process.env });
 const app = await buildApp({
   config,
   adminToken: process.env.SVC_ADMIN_TOKEN!,
-  secret: process.env.SVC_SECRET ?? 'test-secret',
+  secret: process.env.SVC_SECRET ?? 'test-secret-for-a-webhooks-node-process',
   pgSchema: process.env.SVC_TEST_PG_SCHEMA,
 });
 interface EmitBody {

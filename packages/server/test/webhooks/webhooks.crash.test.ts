@@ -15,12 +15,12 @@ const TOTAL = 500;
 
 for (const db of ['sqlite', ...(DATABASE_URL ? ['postgres'] : [])] as const) {
   describe(`webhooks: SIGKILL during a burst loses nothing (${db})`, () => {
-    const token = `admin_${randomBytes(8).toString('hex')}`;
+    const token = `admin_${randomBytes(16).toString('hex')}`;
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-wh-crash-'));
     const schema = uniqueName('t');
     const env: Record<string, string> = {
       SVC_ADMIN_TOKEN: token,
-      SVC_SECRET: 'crash-test-secret',
+      SVC_SECRET: `secret_${randomBytes(16).toString('hex')}`,
       DATA_DIR: dataDir,
       SVC_WEBHOOK_ALLOW_PRIVATE: 'true',
       SVC_WEBHOOK_RETRY_SCHEDULE: '0,100ms,200ms,500ms,1s,1s,1s,1s,1s,1s',

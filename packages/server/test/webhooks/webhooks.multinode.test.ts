@@ -11,11 +11,11 @@ import { Receiver } from './receiver.ts';
 const TOTAL = 1000;
 
 describe('webhooks: two server processes on PostgreSQL', { skip: !DATABASE_URL }, () => {
-  const token = `admin_${randomBytes(8).toString('hex')}`;
+  const token = `admin_${randomBytes(16).toString('hex')}`;
   const schema = uniqueName('t');
   const env = {
     SVC_ADMIN_TOKEN: token,
-    SVC_SECRET: 'multinode-test-secret',
+    SVC_SECRET: `secret_${randomBytes(16).toString('hex')}`,
     DATABASE_URL: DATABASE_URL ?? '',
     SVC_TEST_PG_SCHEMA: schema,
     SVC_WEBHOOK_ALLOW_PRIVATE: 'true',

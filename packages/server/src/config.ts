@@ -104,11 +104,7 @@ export function loadPlatformConfig(env: NodeJS.ProcessEnv = process.env): Platfo
     throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
   }
   const publicUrl = (env.SVC_PUBLIC_URL || `http://localhost:${port}`).replace(/\/+$/, '');
-  try {
-    new URL(publicUrl);
-  } catch {
-    throw new ConfigError(`SVC_PUBLIC_URL is not a URL: "${publicUrl}"`);
-  }
+  checkPublicUrl(publicUrl);
   return {
     port,
     host: env.HOST || '0.0.0.0',
@@ -169,4 +165,29 @@ function credential(env: NodeJS.ProcessEnv, name: string): string | undefined {
     );
   }
   return value;
+}
+
+/**
+ * `SVC_PUBLIC_URL` is the base of every URL the server hands out (short links, `wsUrl`, download
+ * URLs, the token issuer): an http(s) URL, a path allowed, nothing after it. A refused value with
+ * credentials in it is not repeated.
+ */
+function checkPublicUrl(publicUrl: string) {
+  let url: URL;
+  try {
+    url = new URL(publicUrl);
+  } catch {
+    throw new ConfigError(`SVC_PUBLIC_URL is not a URL: "${publicUrl}"`);
+  }
+  const credentials = url.username !== '' || url.password !== '';
+  if (
+    (url.protocol !== 'http:' && url.protocol !== 'https:') ||
+    url.search ||
+    url.hash ||
+    credentials
+  ) {
+    throw new ConfigError(
+      `SVC_PUBLIC_URL must be an http(s) URL without credentials, query or fragment${credentials ? '' : `, got "${publicUrl}"`}`,
+    );
+  }
 }

@@ -47,7 +47,13 @@ async function main() {
   const app = await building;
   if (closing) return;
   const created = config.bootstrap ? await bootstrapDefaultProject(app.svc) : null;
-  await app.listen({ port: config.port, host: config.host });
+  try {
+    await app.listen({ port: config.port, host: config.host });
+  } catch (err) {
+    await app.close();
+    const reason = err instanceof Error ? err.message : String(err);
+    throw new Error(`cannot listen on ${config.host} port ${config.port} (HOST, PORT): ${reason}`);
+  }
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const base = `http://localhost:${port}`;

@@ -92,3 +92,27 @@ test('SVC_ADMIN_TOKEN and SVC_SECRET must be 32 characters or more; the refusal 
     }
   }
 });
+
+test('SVC_PUBLIC_URL must be an http(s) URL with nothing after its path; credentials are not repeated', () => {
+  assert.equal(loadConfig({ PORT: '9000' }).publicUrl, 'http://localhost:9000');
+  assert.equal(
+    loadConfig({ SVC_PUBLIC_URL: 'https://svc.example.com/api/' }).publicUrl,
+    'https://svc.example.com/api',
+  );
+  for (const bad of [
+    'svc.example.com',
+    'ftp://svc.example.com',
+    'https://x.example/?a=1',
+    'https://x.example/#top',
+  ]) {
+    assert.throws(
+      () => loadConfig({ SVC_PUBLIC_URL: bad }),
+      (err: Error) => err instanceof ConfigError && err.message.includes(`"${bad}"`),
+      bad,
+    );
+  }
+  assert.throws(
+    () => loadConfig({ SVC_PUBLIC_URL: 'https://admin:pa55word@svc.example.com' }),
+    (err: Error) => err instanceof ConfigError && !err.message.includes('pa55word'),
+  );
+});

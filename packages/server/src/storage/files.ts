@@ -5,7 +5,15 @@ import fs from 'node:fs';
  * holds the database, the admin token and the server secret.
  */
 export function makePrivateDir(dir: string) {
-  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  try {
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST' || code === 'ENOTDIR') {
+      throw new Error(`${dir} cannot be a folder: a file is in its place (check DATA_DIR)`);
+    }
+    throw err;
+  }
   fs.chmodSync(dir, 0o700);
 }
 

@@ -164,3 +164,45 @@ describe('npm start on the embedded default, and the svc CLI', () => {
     assert.match(second.out, /Admin token: in /);
   });
 });
+
+/** Runs `npm start`'s entry point with `env` until it exits; its exit code and what it printed. */
+async function failedStart(env: Record<string, string>) {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'packages/server/src/main.ts'], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      SVC_MEDIA: 'off',
+      LOG_LEVEL: 'warn',
+      DATABASE_URL: '',
+      REDIS_URL: '',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let err = '';
+  child.stderr!.on('data', (d) => {
+    err += d;
+  });
+  const [code] = await once(child, 'exit');
+  return { code, err };
+}
+
+test('a start that cannot use its folder or its address says which setting to check', async () => {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'svc-start-')), 'a-file');
+  fs.writeFileSync(file, '');
+  const onFile = await failedStart({ DATA_DIR: file, PORT: '0' });
+  assert.equal(onFile.code, 1);
+  assert.match(
+    onFile.err,
+    /svc: failed to start: .*a-file cannot be a folder: a file is in its place \(check DATA_DIR\)/,
+  );
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svc-start-'));
+  const badHost = await failedStart({ DATA_DIR: dataDir, PORT: '0', HOST: 'no-such-host.invalid' });
+  assert.equal(badHost.code, 1);
+  assert.match(
+    badHost.err,
+    /svc: failed to start: cannot listen on no-such-host\.invalid port 0 \(HOST, PORT\): /,
+  );
+  fs.rmSync(path.dirname(file), { recursive: true, force: true });
+  fs.rmSync(dataDir, { recursive: true, force: true });
+});

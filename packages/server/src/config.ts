@@ -149,7 +149,7 @@ function trustedProxies(env: NodeJS.ProcessEnv): string[] {
 }
 
 /** The shortest `SVC_ADMIN_TOKEN` and `SVC_SECRET` accepted: 32 characters (generated ones are longer). */
-export const MIN_CREDENTIAL_LENGTH = 32;
+const MIN_CREDENTIAL_LENGTH = 32;
 
 /**
  * A credential the operator sets (`SVC_ADMIN_TOKEN`, `SVC_SECRET`), or undefined when unset. One

@@ -46,7 +46,6 @@ async function main() {
   process.on('SIGINT', () => void shutdown('SIGINT'));
   const app = await building;
   if (closing) return;
-  const created = config.bootstrap ? await bootstrapDefaultProject(app.svc) : null;
   try {
     await app.listen({ port: config.port, host: config.host });
   } catch (err) {
@@ -54,6 +53,9 @@ async function main() {
     const reason = err instanceof Error ? err.message : String(err);
     throw new Error(`cannot listen on ${config.host} port ${config.port} (HOST, PORT): ${reason}`);
   }
+  // Once listening: a start that cannot listen creates nothing, so the keys of the default
+  // project, shown once, are shown by the start that makes them.
+  const created = config.bootstrap ? await bootstrapDefaultProject(app.svc) : null;
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const base = `http://localhost:${port}`;

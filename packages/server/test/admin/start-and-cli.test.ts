@@ -203,6 +203,10 @@ test('a start that cannot use its folder or its address says which setting to ch
     badHost.err,
     /svc: failed to start: cannot listen on no-such-host\.invalid port 0 \(HOST, PORT\): /,
   );
+  // The failed start created nothing: the next one makes the default project and shows its keys.
+  const next = await start(dataDir);
+  await stop(next.child);
+  assert.match(next.out, /client key:\s+svc_pk_\S+/);
   fs.rmSync(path.dirname(file), { recursive: true, force: true });
   fs.rmSync(dataDir, { recursive: true, force: true });
 });

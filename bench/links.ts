@@ -105,8 +105,6 @@ export async function run(): Promise<string> {
               // Eight servers starting at once on two cores can stall a healthy Redis call
               // past the 1 s default, which would fail the start.
               SVC_STATE_TIMEOUT_MS: '5000',
-              SVC_SECRET: 'bench-secret',
-              SVC_ADMIN_TOKEN: 'bench-admin-token-of-32-characters',
               ...env,
               ...traffic.env,
             }),

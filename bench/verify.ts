@@ -177,7 +177,6 @@ export async function run(): Promise<string> {
       {
         DATABASE_URL: process.env.DATABASE_URL,
         REDIS_URL: process.env.REDIS_URL,
-        SVC_SECRET: 'bench',
       },
     ]);
   }

@@ -35,10 +35,10 @@ export class CandidateStore {
     return this.sets.add(candidates, nowMs);
   }
 
-  /** The key's candidates with a time of at least `sinceMs`, newest first, at most `limit`. */
-  async recall(key: string, sinceMs: number, limit = CANDIDATES_PER_KEY): Promise<Candidate[]> {
-    const found = await this.sets.recent(key, sinceMs, limit);
-    return found.map(({ member, ms }) => {
+  /** The key's candidates from `sinceMs` to `untilMs`, newest first, at most `limit`. */
+  async recall(key: string, sinceMs: number, untilMs: number, limit = CANDIDATES_PER_KEY) {
+    const found = await this.sets.recent(key, sinceMs, untilMs, limit);
+    return found.map(({ member, ms }): Candidate => {
       const [clickId, linkId] = member.split(' ');
       return { clickId, linkId, ms };
     });

@@ -77,7 +77,7 @@ export class DeferredMatcher {
 
   /** The newest unclaimed candidate of the visitor's key since `sinceMs`, claimed. */
   private async byFingerprint(key: string, projectId: string, sinceMs: number, nowMs: number) {
-    const candidates = await this.candidates.recall(key, sinceMs);
+    const candidates = await this.candidates.recall(key, sinceMs, nowMs);
     if (candidates.length === 0) return null;
     // Skip those already claimed in one query; a race lost on the rest moves on to the next.
     const ids = candidates.map((c) => c.clickId);
@@ -88,7 +88,7 @@ export class DeferredMatcher {
       .execute();
     const taken = new Set(claimed.map((r) => r.click_id));
     for (const c of candidates) {
-      if (c.ms > nowMs || taken.has(c.clickId)) continue;
+      if (taken.has(c.clickId)) continue;
       if (await this.claim(projectId, c.clickId, c.linkId, nowMs)) {
         return { type: 'probable' as const, clickId: c.clickId, linkId: c.linkId };
       }

@@ -32,7 +32,7 @@ export interface RecentMember {
   member: string;
   /** Its time, ms since the epoch: members are kept and recalled by it. */
   ms: number;
-  /** How long the key is kept after this write. */
+  /** How long after `ms` the member is kept at least. */
   ttlMs: number;
 }
 
@@ -44,18 +44,27 @@ export interface RecentSetsOptions {
 }
 
 /**
- * Keys holding their most recent members, each with a time: per key the newest `keep`, the key
- * dropped `ttlMs` after its last write. In Redis a sorted set per key, seen by every node; in
- * process a map, bounded by `maxMembers`, empty after a restart. Calls follow the shared
- * state's outage policy.
+ * Keys holding their most recent members, each with a time: per key the newest `keep`, each
+ * member kept at least `ttlMs` after its time. In Redis a hash per slice of time with a field
+ * per key, seen by every node; in process a map, bounded by `maxMembers`, empty after a restart.
+ * Calls follow the shared state's outage policy.
  */
 export interface RecentSets {
   /** True when the sets outlive this process (Redis); false in process. */
   readonly durable: boolean;
   /** Adds members, oldest first; a member already in its key is kept once. `nowMs`: the clock. */
   add(members: RecentMember[], nowMs: number): Promise<void>;
-  /** The key's members with a time of at least `sinceMs`, newest first, at most `limit`. */
-  recent(key: string, sinceMs: number, limit: number): Promise<{ member: string; ms: number }[]>;
+  /**
+   * The key's members with a time from `sinceMs` to `untilMs`, newest first, at most `limit`
+   * (and `keep`: older ones may still be held, but only the newest `keep` are sure to be). Redis
+   * looks back at most 8 days from `untilMs`.
+   */
+  recent(
+    key: string,
+    sinceMs: number,
+    untilMs: number,
+    limit: number,
+  ): Promise<{ member: string; ms: number }[]>;
 }
 
 /**

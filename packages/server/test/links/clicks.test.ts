@@ -17,6 +17,7 @@ import {
 } from '../../src/links/clicks.ts';
 import type { Platform } from '../../src/links/platform.ts';
 import { MemoryState, RedisState } from '../../src/state/index.ts';
+import { SLICE_MS, shardOf } from '../../src/state/recent-sets.ts';
 import {
   type Backend,
   DIALECTS,
@@ -90,7 +91,8 @@ for (const c of cases) {
       ip: string,
       sinceMs: number,
       project = 'prj_1',
-    ) => candidates.recall(candidateKey(project, platform, fp(ip)), sinceMs, 1000);
+    ) =>
+      candidates.recall(candidateKey(project, platform, fp(ip)), sinceMs, sinceMs + 2 * HOUR, 1000);
     /** `n` clicks at `at` on `linkId`, odd ones Android, even ones desktop, each from its own IP. */
     const record = (
       n: number,
@@ -272,12 +274,13 @@ test('a node that starts puts back the in-process candidates still inside a wind
     const after = new ClickRecorder(store, restarted, KEY, log);
     assert.equal(await after.restoreCandidates(at + 1000, HOUR, 4), 4);
     assert.deepEqual(
-      await restarted.recall(candidateKey('prj_1', 'ios', fp('192.0.2.7')), 0, 10),
+      await restarted.recall(candidateKey('prj_1', 'ios', fp('192.0.2.7')), 0, at + HOUR, 10),
       [],
     );
     const android = await restarted.recall(
       candidateKey('prj_1', 'android', fp('192.0.2.8')),
       0,
+      at + HOUR,
       10,
     );
     assert.deepEqual(
@@ -286,10 +289,16 @@ test('a node that starts puts back the in-process candidates still inside a wind
       'the newest four',
     );
     assert.equal(await after.restoreCandidates(at + 1000, HOUR, 100), 8);
-    const ios = await restarted.recall(candidateKey('prj_1', 'ios', fp('192.0.2.7')), 0, 10);
+    const ios = await restarted.recall(
+      candidateKey('prj_1', 'ios', fp('192.0.2.7')),
+      0,
+      at + HOUR,
+      10,
+    );
     assert.deepEqual(ios, [{ clickId: recent.id, linkId: 'lnk_2', ms: at }], 'put back once');
     assert.equal(
-      (await restarted.recall(candidateKey('prj_1', 'android', fp('192.0.2.8')), 0, 10)).length,
+      (await restarted.recall(candidateKey('prj_1', 'android', fp('192.0.2.8')), 0, at + HOUR, 10))
+        .length,
       7,
     );
     await after.close();
@@ -306,12 +315,12 @@ test('the in-process store forgets expired keys and the least recently written b
   await memory.add([entry('a', at), entry('b', at, 1000), entry('c', at)], at);
   await memory.add([entry('a', at + 1)], at + 1);
   // Four candidates, a bound of three: b, written least recently, goes.
-  assert.equal((await memory.recall('b', 0, 10)).length, 0);
-  assert.equal((await memory.recall('a', 0, 10)).length, 2);
+  assert.equal((await memory.recall('b', 0, at + 2 * HOUR, 10)).length, 0);
+  assert.equal((await memory.recall('a', 0, at + 2 * HOUR, 10)).length, 2);
   // An hour later c's window has passed; a's newest click is still inside its own.
   await memory.add([entry('d', at + HOUR)], at + HOUR);
-  assert.deepEqual(await memory.recall('c', 0, 10), []);
-  assert.equal((await memory.recall('d', 0, 10)).length, 1);
+  assert.deepEqual(await memory.recall('c', 0, at + 2 * HOUR, 10), []);
+  assert.equal((await memory.recall('d', 0, at + 2 * HOUR, 10)).length, 1);
 });
 
 test('nodes of a fleet match each other’s clicks through Redis', {
@@ -328,14 +337,15 @@ test('nodes of a fleet match each other’s clicks through Redis', {
     await nodeA.add([candidate(key, 'clk_a', 'lnk_a', at, HOUR)], at);
     await nodeB.add([candidate(key, 'clk_b', 'lnk_b', at + 1, HOUR)], at + 1);
     for (const node of [nodeA, nodeB]) {
-      assert.deepEqual(await node.recall(key, at - HOUR, 10), [
+      assert.deepEqual(await node.recall(key, at - HOUR, at + HOUR, 10), [
         { clickId: 'clk_b', linkId: 'lnk_b', ms: at + 1 },
         { clickId: 'clk_a', linkId: 'lnk_a', ms: at },
       ]);
     }
-    assert.equal((await nodeA.recall(key, at - HOUR, 1)).length, 1, 'the limit holds');
-    // The key expires with the window after its last write.
-    const ttl = await bState.redis.pttl(bState.key(`links:cand:${key}`));
+    assert.equal((await nodeA.recall(key, at - HOUR, at + HOUR, 1)).length, 1, 'the limit holds');
+    // The hash of the key's slice expires with the window of its newest click.
+    const hash = `links:cand:${Math.floor((at + 1) / SLICE_MS)}:${shardOf(key)}`;
+    const ttl = await bState.redis.pttl(bState.key(hash));
     assert.ok(ttl > HOUR - 60_000 && ttl <= HOUR, String(ttl));
   } finally {
     await bState.close();

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
+import type { RedisState } from '../../src/state/index.ts';
+import { SLICE_MS, shardOf } from '../../src/state/recent-sets.ts';
 import { freshState, REDIS_URL } from '../helpers.ts';
 
 const KINDS = ['memory', ...(REDIS_URL ? ['redis' as const] : [])] as const;
@@ -29,7 +31,7 @@ for (const kind of KINDS) {
       );
       await sets.add([member('k1', 'b', at + 1), member('k2', 'x', at)], at + 3);
       assert.deepEqual(
-        await sets.recent('k1', at, 10),
+        await sets.recent('k1', at, at + 3, 10),
         [
           { member: 'd', ms: at + 3 },
           { member: 'c', ms: at + 2 },
@@ -37,24 +39,85 @@ for (const kind of KINDS) {
         ],
         'the newest three, each once',
       );
-      assert.deepEqual(await sets.recent('k1', at + 2, 10), [
+      assert.deepEqual(await sets.recent('k1', at + 2, at + 3, 10), [
         { member: 'd', ms: at + 3 },
         { member: 'c', ms: at + 2 },
       ]);
-      assert.equal((await sets.recent('k1', at, 1)).length, 1, 'at most the limit');
-      assert.deepEqual(await sets.recent('k2', at, 10), [{ member: 'x', ms: at }]);
-      assert.deepEqual(await sets.recent('nothing', at, 10), []);
+      assert.equal((await sets.recent('k1', at, at + 3, 1)).length, 1, 'at most the limit');
+      assert.deepEqual(await sets.recent('k2', at, at + 3, 10), [{ member: 'x', ms: at }]);
+      assert.deepEqual(await sets.recent('nothing', at, at + 3, 10), []);
       assert.equal(
         state.recentSets('test:recent', { keep: 3, maxMembers: 1000 }).durable,
         sets.durable,
       );
       assert.equal(
-        (await state.recentSets('test:recent', { keep: 3, maxMembers: 1000 }).recent('k2', 0, 10))
-          .length,
+        (
+          await state
+            .recentSets('test:recent', { keep: 3, maxMembers: 1000 })
+            .recent('k2', at - 1000, at + 1000, 10)
+        ).length,
         1,
         'the same sets by name',
       );
     });
+
+    test('recent sets span slices of time: a key written again and again keeps its newest, recalled by range', async () => {
+      const sets = state.recentSets('test:span', { keep: 4, maxMembers: 1000 });
+      const hour = 3_600_000;
+      // From just before a slice boundary to well after it, one member a minute.
+      const t = (Math.floor(Date.now() / SLICE_MS) + 1) * SLICE_MS - 3 * 60_000;
+      const members = Array.from({ length: 8 }, (_, i) => ({
+        key: 'v',
+        member: `m${i}`,
+        ms: t + i * 60_000,
+        ttlMs: hour,
+      }));
+      // Three calls, the first two in one slice, the last across the boundary.
+      await sets.add(members.slice(0, 2), t + 60_000);
+      await sets.add([...members.slice(2, 5), members[1]], t + 4 * 60_000);
+      await sets.add(members.slice(5), t + 7 * 60_000);
+      await sets.add([{ key: 'w', member: 'gone', ms: t - 2 * hour, ttlMs: hour }], t);
+      const names = async (since: number, until: number, limit = 10) =>
+        (await sets.recent('v', since, until, limit)).map((m) => m.member);
+      assert.deepEqual(await names(t, t + hour), ['m7', 'm6', 'm5', 'm4'], 'the newest four');
+      assert.deepEqual(await names(t + 4 * 60_000, t + 5 * 60_000), ['m5', 'm4'], 'in range');
+      assert.deepEqual(await names(t + 6 * 60_000, t + hour), ['m7', 'm6']);
+      assert.deepEqual(await names(t, t + hour, 2), ['m7', 'm6'], 'at most the limit');
+      assert.deepEqual(await names(t + hour, t + 2 * hour), []);
+      assert.deepEqual(
+        await sets.recent('w', t - 3 * hour, t, 10),
+        kind === 'redis' ? [] : [{ member: 'gone', ms: t - 2 * hour }],
+        'in Redis, a member whose time is past is not written',
+      );
+    });
+
+    if (kind === 'redis') {
+      test('in Redis, a slice lives as long as its longest-kept member', async () => {
+        const sets = state.recentSets('test:ttl', { keep: 3, maxMembers: 1000 });
+        const now = Date.now();
+        const redis = (state as RedisState).redis;
+        // Keys chosen to share a hash.
+        const same: string[] = [];
+        for (let i = 0; same.length < 3; i++) {
+          if (shardOf(`key-${i}`) === shardOf('key-0')) same.push(`key-${i}`);
+        }
+        const [a, b, c] = same;
+        await sets.add(
+          [
+            { key: a, member: 'x', ms: now, ttlMs: 60_000 },
+            { key: b, member: 'y', ms: now, ttlMs: 90_000 },
+          ],
+          now,
+        );
+        const hash = `${fresh.prefix}test:ttl:${Math.floor(now / SLICE_MS)}:${shardOf(a)}`;
+        const ttl = await redis.pttl(hash);
+        assert.ok(ttl > 80_000 && ttl <= 90_000, `ttl ${ttl}`);
+        // A later write with a shorter life does not shorten it.
+        await sets.add([{ key: c, member: 'z', ms: now, ttlMs: 1_000 }], now);
+        assert.ok((await redis.pttl(hash)) > 80_000);
+        assert.deepEqual(await redis.hkeys(hash), [a, b, c]);
+      });
+    }
 
     test('a fixed burst gets exactly the limit', async () => {
       const results = await Promise.all(

@@ -80,9 +80,9 @@ function contains(newest: Held, member: string) {
 /** The span of one slice of time in Redis: a member lives in the hashes of its time's slice. */
 export const SLICE_MS = 10 * 60_000;
 /** Hashes per slice: a key's field lives in one, by a hash of the key; none grows very large. */
-export const SHARDS = 16;
+const SHARDS = 16;
 /** How far back from its end a range is looked at (see {@link RecentSets.recent}). */
-export const MAX_RANGE_MS = 8 * 86_400_000;
+const MAX_RANGE_MS = 8 * 86_400_000;
 
 /** FNV-1a (32 bits) of `key`, modulo {@link SHARDS}: which hash of a slice holds the key. */
 export function shardOf(key: string) {
@@ -222,10 +222,11 @@ export class RedisRecentSets implements RecentSets {
       }
     }
     all.sort((a, b) => b.ms - a.ms);
+    const most = Math.min(limit, this.options.keep);
     const found: { member: string; ms: number }[] = [];
     const seen = new Set<string>();
     for (const one of all) {
-      if (found.length === Math.min(limit, this.options.keep)) break;
+      if (found.length === most) break;
       if (seen.has(one.member)) continue;
       seen.add(one.member);
       found.push(one);

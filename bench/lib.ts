@@ -166,3 +166,12 @@ export function fmt(n: number, digits = 0) {
     minimumFractionDigits: digits,
   });
 }
+
+/**
+ * A ratio to two digits, or to three where two would round it onto `target` from either side (a
+ * ratio of 0.597 against a target of 0.6 reads 0.597, not 0.60).
+ */
+export function fmtRatio(ratio: number, target: number) {
+  const two = fmt(ratio, 2);
+  return Math.sign(Number(two) - target) === Math.sign(ratio - target) ? two : fmt(ratio, 3);
+}

@@ -1,6 +1,7 @@
 import {
   cpuRatio,
   fmt,
+  fmtRatio,
   type Measured,
   measure,
   median,
@@ -155,7 +156,7 @@ export async function run(): Promise<string> {
           const vsBare = rpsRatio(m, b);
           // Each row also goes to stderr as it is measured, so a run that fails later keeps it.
           rows.push(
-            `| ${backend} | ${traffic.name} | ${name} → ${new URL(location).host} | ${rps(b)} (${cpu(b)} µs) | ${rps(a)} (${cpu(a)} µs) | ${rps(m)} (${cpu(m)} µs) | **${fmt(vsBare, 2)}** (CPU ${fmt(cpuRatio(m, b), 2)}) | ${fmt(rpsRatio(a, b), 2)} (CPU ${fmt(cpuRatio(a, b), 2)}) | ${fmt(rpsRatio(m, a), 2)} (CPU ${fmt(cpuRatio(m, a), 2)}) | ${p99(b)} / ${p99(m)} | ≥ ${target} ${vsBare >= target ? '✅' : '❌'} |`,
+            `| ${backend} | ${traffic.name} | ${name} → ${new URL(location).host} | ${rps(b)} (${cpu(b)} µs) | ${rps(a)} (${cpu(a)} µs) | ${rps(m)} (${cpu(m)} µs) | **${fmtRatio(vsBare, target)}** (CPU ${fmt(cpuRatio(m, b), 2)}) | ${fmt(rpsRatio(a, b), 2)} (CPU ${fmt(cpuRatio(a, b), 2)}) | ${fmt(rpsRatio(m, a), 2)} (CPU ${fmt(cpuRatio(m, a), 2)}) | ${p99(b)} / ${p99(m)} | ≥ ${target} ${vsBare >= target ? '✅' : '❌'} |`,
           );
           process.stderr.write(`${rows.at(-1)}\n`);
         }

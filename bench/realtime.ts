@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import { WebSocket } from 'ws';
-import { fmt } from './lib.ts';
+import { fmt, fmtRatio } from './lib.ts';
 import { joinSession, startWsChild, type WsChild } from './ws-child.ts';
 
 /**
@@ -165,7 +165,7 @@ export async function run(): Promise<string> {
       const ratio = r.deliveredPerSec / baseline.deliveredPerSec;
       const ok = ratio >= 0.7 && r.p99Ms < 2 * baseline.p99Ms;
       rows.push(
-        `| ${name} | ${fmt(r.deliveredPerSec)} | ${fmt(r.p50Ms, 1)} | ${fmt(r.p99Ms, 1)} | **${fmt(ratio, 2)}** | ${ok ? '✅' : '❌'} (p99 ${fmt(r.p99Ms / Math.max(baseline.p99Ms, 0.001), 2)}× bare) |`,
+        `| ${name} | ${fmt(r.deliveredPerSec)} | ${fmt(r.p50Ms, 1)} | ${fmt(r.p99Ms, 1)} | **${fmtRatio(ratio, 0.7)}** | ${ok ? '✅' : '❌'} (p99 ${fmt(r.p99Ms / Math.max(baseline.p99Ms, 0.001), 2)}× bare) |`,
       );
       const mem = await memoryPerConnection(svc, svcTarget(svc), 'idle');
       memRows.push(

@@ -9,9 +9,6 @@ import kotlinx.serialization.json.JsonElement
 import kotlinx.serialization.json.JsonObject
 import okhttp3.OkHttpClient
 import okhttp3.Request
-import okhttp3.Response
-import okhttp3.WebSocket
-import okhttp3.WebSocketListener
 
 /** How a channel ended. */
 internal data class ChannelClose(
@@ -62,15 +59,16 @@ internal fun errorOfClose(close: ChannelClose): SvcException {
  * One signaling WebSocket: sends `{id, type, data}` requests and matches their `ack`/`error`/`pong`,
  * hands every other frame to [onFrame] in arrival order, and reports the end once through [onClose].
  *
- * Threading. OkHttp's reader thread of this socket parses each frame (outside any lock) and handles it
- * right there: an answer completes its request (under this channel's own small lock), any other frame
- * goes to [onFrame] holding the owner's [lock]. The end (closing, closed, failure), whichever thread
- * OkHttp reports it on, is handled holding [lock] too. So [onFrame] and [onClose] run holding [lock],
- * one at a time, in the socket's order. [request] may be called from any thread or coroutine and never
- * takes [lock]: it registers and sends under the channel's lock and waits without any, so a caller on
- * the main thread neither blocks behind work that holds [lock] nor hops threads to resume. Lock order:
- * [lock], then the channel's lock, never the reverse; OkHttp calls its listeners outside its own locks
- * and no lock is held while waiting, so none of them can deadlock.
+ * Threading. The socket's reader thread ([FrameSocket]) parses each frame (outside any lock) and handles
+ * it right there: an answer completes its request (under this channel's own small lock), any other frame
+ * goes to [onFrame] holding the owner's [lock]. The end (closed, failed, cancelled), which the reader
+ * thread reports too, is handled holding [lock]. So [onFrame] and [onClose] run holding [lock], one at a
+ * time, in the socket's order. [request] may be called from any thread or coroutine and never takes
+ * [lock]: it registers and queues its frame under the channel's lock and waits without any, so a caller on
+ * the main thread neither blocks behind work that holds [lock] nor hops threads to resume; the socket's
+ * writer thread sends it. Lock order: [lock], then the channel's lock, then the socket's, never the
+ * reverse; the socket calls its listener holding none of its locks and no lock is held while waiting, so
+ * none of them can deadlock.
  */
 internal class SignalChannel(
     private val http: OkHttpClient,
@@ -82,7 +80,7 @@ internal class SignalChannel(
 ) {
     /** Guards [socket], [nextId], [pending], [closeError] and the writes of [closed]. */
     private val requests = Any()
-    private var socket: WebSocket? = null
+    private var socket: FrameSocket? = null
     private val opened = CompletableDeferred<Unit>()
     private var nextId = 1
     private val pending = HashMap<String, CompletableDeferred<JsonObject>>()
@@ -107,8 +105,8 @@ internal class SignalChannel(
 
     /**
      * Starts opening the socket and returns at once; [request] with `whileOpening` may follow right
-     * away (OkHttp sends what was queued as soon as the socket opens, and a socket that fails to open
-     * fails the request with the close's error).
+     * away (the socket sends what was queued as soon as it opens, and a socket that fails to open fails
+     * the request with the close's error).
      */
     fun start(url: String) {
         val request = try {
@@ -116,33 +114,28 @@ internal class SignalChannel(
         } catch (e: IllegalArgumentException) {
             throw SvcException("invalid_response", "Bad wsUrl: $url", cause = e)
         }
-        val listener = object : WebSocketListener() {
-            override fun onOpen(webSocket: WebSocket, response: Response) {
+        val listener = object : FrameListener {
+            override fun onOpen() {
                 opened.complete(Unit)
             }
 
-            override fun onMessage(webSocket: WebSocket, text: String) {
+            override fun onText(text: String) {
                 val frame = parse(text) ?: return
                 if (answer(frame)) return
                 synchronized(lock) { if (!closed) receive(frame) }
             }
 
-            override fun onClosing(webSocket: WebSocket, code: Int, reason: String) {
-                webSocket.close(code, null)
+            override fun onClosed(code: Int) {
                 synchronized(lock) { finish(code) }
             }
 
-            override fun onClosed(webSocket: WebSocket, code: Int, reason: String) {
-                synchronized(lock) { finish(code) }
-            }
-
-            override fun onFailure(webSocket: WebSocket, t: Throwable, response: Response?) {
+            override fun onFailure(error: Throwable) {
                 synchronized(lock) { finish(ABNORMAL) }
             }
         }
         synchronized(requests) {
             closeError?.let { throw it }
-            socket = http.newWebSocket(request, listener)
+            socket = FrameSocket(http, request, listener).also { it.start() }
         }
     }
 
@@ -188,7 +181,7 @@ internal class SignalChannel(
     fun close(code: Int = CloseCodes.NORMAL): Unit = synchronized(lock) {
         if (closed) return
         val ws = synchronized(requests) { socket }
-        if (ws == null || !ws.close(code, null)) abandon()
+        if (ws == null || !ws.close(code)) abandon()
     }
 
     /** Drops the socket at once without a closing handshake (a dead peer would never answer): a 1006 close. */

@@ -5,6 +5,7 @@ import kotlinx.coroutines.CoroutineDispatcher
 import kotlinx.coroutines.Runnable
 import okhttp3.Dispatcher
 import okhttp3.OkHttpClient
+import okhttp3.Protocol
 
 /**
  * A client's serial dispatcher: runs one task at a time on [base] (which must itself run one at a time,
@@ -38,4 +39,12 @@ internal object SharedHttp {
             .socketFactory(NoDelaySocketFactory)
             .build()
     }
+
+    /** [client] limited to HTTP/1.1, which WebSocket upgrades need ([FrameSocket]): one for the process. */
+    private val upgrading: OkHttpClient by lazy { http1(client) }
+
+    /** [http] limited to HTTP/1.1; the shared one for [client]. */
+    fun forUpgrade(http: OkHttpClient): OkHttpClient = if (http === client) upgrading else http1(http)
+
+    private fun http1(http: OkHttpClient) = http.newBuilder().protocols(listOf(Protocol.HTTP_1_1)).build()
 }

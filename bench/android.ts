@@ -359,8 +359,9 @@ export async function run(): Promise<string> {
       p50,
       p99,
     });
-    // What two thread wake-ups cost here (a token there and back): a Kotlin round trip wakes four or
-    // more threads (OkHttp's task runner, the reader, the callback thread), a Node one its event loop.
+    // What two thread wake-ups cost here (a token there and back): a Kotlin round trip wakes three
+    // threads (the writer, the reader, the callback thread), a Node one its event loop; a round trip
+    // over OkHttp's own WebSocket (the bare row) up to four, its task runner's two for the write.
     const handoff = await kt.handoffs(WARMUP, MESSAGES);
     const heap = await alternate(
       kt,

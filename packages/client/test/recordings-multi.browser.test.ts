@@ -199,14 +199,20 @@ describe('recordings of several publishers', { skip: skip ?? false, timeout: 180
     );
     // While both cameras are on, two tiles side by side (640 wide each): both outer edges
     // show a camera. After Bob's camera left, one tile (960 wide, centred): the edges are black.
-    const both = chromaAt(file, 1.2);
-    const one = chromaAt(file, duration - 0.7);
+    // Both cameras are on from the file's start to at least 2 s in; a camera's tile shows from
+    // its stream's first keyframe, which a loaded machine can put past 1.2 s, so a frame at
+    // 1.2 s or one at 1.9 s must show both.
     const edges = (f: Buffer) => [cameraShare(f, 0, 150), cameraShare(f, 1130, 1280)];
+    const early = [1.2, 1.9].map((at) => edges(chromaAt(file, at)));
+    const one = chromaAt(file, duration - 0.7);
     console.log(
-      `camera share: both ${edges(both).map((x) => x.toFixed(2))}, one ${edges(one).map((x) => x.toFixed(2))} centre ${cameraShare(one, 400, 880).toFixed(2)}`,
+      `camera share: both ${early.map((e) => e.map((x) => x.toFixed(2)).join()).join(' / ')}, one ${edges(one).map((x) => x.toFixed(2))} centre ${cameraShare(one, 400, 880).toFixed(2)}`,
     );
     // 640×480 in a 640×720 tile: two thirds of the height.
-    for (const share of edges(both)) assert.ok(share > 0.5, `a tile is missing: ${edges(both)}`);
+    assert.ok(
+      early.some((e) => e.every((share) => share > 0.5)),
+      `a tile is missing: ${early.join(' / ')}`,
+    );
     for (const share of edges(one)) assert.ok(share < 0.05, `not one tile: ${edges(one)}`);
     assert.ok(cameraShare(one, 400, 880) > 0.9);
     // Alice's microphone before the change, Bob's after: both are in the mix.

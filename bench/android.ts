@@ -15,9 +15,10 @@ import { fmt, fmtRatio, median, ROOT } from './lib.ts';
  * (embedded default, media off): time from connect() to joined (a new client and room each time),
  * message round trip p50/p99 (send over the socket, receive it back from the room), and heap per
  * connected client (100 clients in one room). Target: Kotlin within 1.2× of TypeScript on each.
- * Both halves are warmed up, then measured in alternating rounds (the order swapping each round);
- * a gate is the median of the rounds' Kotlin / TypeScript ratios, so that a stall of the shared
- * machine in one half's window does not decide it. Needs a JDK and Maven (it compiles android/
+ * Both halves are warmed up, then measured in rounds: connects and memory a half after the other
+ * (the order swapping each round), round trips with the halves taking turns trip by trip; a gate
+ * is the median of the rounds' Kotlin / TypeScript ratios, so that a stall of the shared machine in
+ * one half's window does not decide it. Needs a JDK and Maven (it compiles android/
  * tests if needed).
  */
 
@@ -47,9 +48,15 @@ const PACE_MS = 25;
 interface Half {
   connects(count: number): Promise<number[]>;
   warm(): Promise<void>;
-  roundTrips(warmup: number, measured: number): Promise<number[]>;
-  rawRoundTrips(warmup: number, measured: number): Promise<number[]>;
+  /** A connected sender in a room of its own: through the library, or over a bare socket. */
+  sender(kind: 'rtt' | 'raw'): Promise<Sender>;
   heapPerClient(clients: number): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** Times message round trips on one connection. */
+interface Sender {
+  roundTrips(warmup: number, measured: number): Promise<number[]>;
   close(): Promise<void>;
 }
 
@@ -117,8 +124,8 @@ function typescriptHalf(server: Server): Half {
     participant: { userId, name: userId },
     liveType: 'VIDEO_CONFERENCE' as const,
   });
-  /** One client's round trips: `sendMessage` awaited, then the message's own handler. */
-  const clientRoundTrips = async (warmup: number, measured: number, kind = 'rtt') => {
+  /** A client whose round trip is `sendMessage` awaited, then the message's own handler. */
+  const librarySender = async (kind = 'rtt'): Promise<Sender> => {
     const c = make();
     const waiting = new Map<string, () => void>();
     c.onMessageReceived = (m) => {
@@ -126,13 +133,17 @@ function typescriptHalf(server: Server): Half {
       waiting.delete(m.message);
     };
     const room = await c.connect(opts(roomName(kind), 'sender'));
-    const rtts = await roundTrips(warmup, measured, async (i) => {
-      const done = new Promise<void>((resolve) => waiting.set(`m${i}`, resolve));
-      await room.sendMessage(`m${i}`);
-      await done;
-    });
-    await c.disconnect();
-    return rtts;
+    let sent = 0;
+    return {
+      roundTrips: (warmup, measured) =>
+        roundTrips(warmup, measured, async () => {
+          const message = `m${++sent}`;
+          const done = new Promise<void>((resolve) => waiting.set(message, resolve));
+          await room.sendMessage(message);
+          await done;
+        }),
+      close: () => c.disconnect(),
+    };
   };
   return {
     async connects(count) {
@@ -150,11 +161,14 @@ function typescriptHalf(server: Server): Half {
     // would still be optimizing while it is measured).
     async warm() {
       await Promise.all(
-        Array.from({ length: WARM_CLIENTS }, () => clientRoundTrips(WARM_MESSAGES, 0, 'warm')),
+        Array.from({ length: WARM_CLIENTS }, async () => {
+          const s = await librarySender('warm');
+          await s.roundTrips(WARM_MESSAGES, 0);
+          await s.close();
+        }),
       );
     },
-    roundTrips: (warmup, measured) => clientRoundTrips(warmup, measured),
-    rawRoundTrips: (warmup, measured) => rawRoundTrips(make, roomName('raw'), warmup, measured),
+    sender: (kind) => (kind === 'raw' ? rawSender(make, roomName('raw')) : librarySender()),
     async heapPerClient(clients) {
       gc();
       const before = process.memoryUsage().heapUsed;
@@ -176,31 +190,26 @@ function typescriptHalf(server: Server): Half {
 
 /**
  * Times `trip(i)` for `warmup` + `measured` messages and returns the last `measured`, in ms,
- * pausing between them to stay under the server's per-connection rate.
+ * each after a pause of PACE_MS: under the server's per-connection rate, and from a process that
+ * slept, as an app's message is.
  */
 async function roundTrips(
   warmup: number,
   measured: number,
-  trip: (i: number) => Promise<void>,
+  trip: () => Promise<void>,
 ): Promise<number[]> {
   const rtts: number[] = [];
   for (let i = 1; i <= warmup + measured; i++) {
+    await new Promise((resolve) => setTimeout(resolve, PACE_MS));
     const t0 = performance.now();
-    await trip(i);
-    const rtt = performance.now() - t0;
-    if (i > warmup) rtts.push(rtt);
-    await new Promise((resolve) => setTimeout(resolve, Math.max(0, PACE_MS - rtt)));
+    await trip();
+    if (i > warmup) rtts.push(performance.now() - t0);
   }
   return rtts;
 }
 
 /** The same round trips over a bare `ws` socket, with no client library: Node's floor. */
-async function rawRoundTrips(
-  make: () => SvcClient,
-  roomName: string,
-  warmup: number,
-  measured: number,
-): Promise<number[]> {
+async function rawSender(make: () => SvcClient, roomName: string): Promise<Sender> {
   const token = await make().getToken({
     roomName,
     participant: { userId: 'raw', name: 'raw' },
@@ -219,17 +228,23 @@ async function rawRoundTrips(
       if (text.includes('"message.received"')) received?.();
     });
   });
-  const rtts = await roundTrips(warmup, measured, async (i) => {
-    const done = new Promise<void>((resolve) => {
-      received = resolve;
-    });
-    socket.send(
-      JSON.stringify({ id: String(i), type: 'message.send', data: { message: `m${i}` } }),
-    );
-    await done;
-  });
-  socket.close();
-  return rtts;
+  let sent = 0;
+  return {
+    roundTrips: (warmup, measured) =>
+      roundTrips(warmup, measured, async () => {
+        const i = ++sent;
+        const done = new Promise<void>((resolve) => {
+          received = resolve;
+        });
+        socket.send(
+          JSON.stringify({ id: String(i), type: 'message.send', data: { message: `m${i}` } }),
+        );
+        await done;
+      }),
+    async close() {
+      socket.close();
+    },
+  };
 }
 
 /** The Kotlin half: dev.svc.android.AndroidBench in a JVM, one command a line (see its KDoc). */
@@ -288,8 +303,13 @@ function kotlinHalf(server: Server): Half & {
   return {
     connects: (count) => samples(`connect ${count}`),
     warm: () => ask('warm'),
-    roundTrips: (warmup, measured) => samples(`rtt ${warmup} ${measured}`),
-    rawRoundTrips: (warmup, measured) => samples(`raw ${warmup} ${measured}`),
+    async sender(kind) {
+      await ask(`open ${kind}`);
+      return {
+        roundTrips: (warmup, measured) => samples(`trips ${warmup} ${measured}`),
+        close: () => ask('shut'),
+      };
+    },
     handoffs: (warmup, measured) => samples(`handoff ${warmup} ${measured}`),
     heapPerClient: async (clients) => (await ask<{ bytes: number }>(`heap ${clients}`)).bytes,
     async close() {
@@ -308,32 +328,65 @@ interface Compared {
   rounds: number[];
 }
 
-/**
- * Runs `measure` on both halves in ROUNDS alternating rounds (TypeScript first in odd rounds) and
- * compares `stat` of each round's samples; the pooled values are `stat` over every round's samples.
- */
+/** Each round's samples, for each half. */
+interface Rounds {
+  kt: number[][];
+  ts: number[][];
+}
+
+/** Runs `measure` on both halves in `rounds` rounds, one after the other (TypeScript first in odd rounds). */
 async function alternate(
   kt: Half,
   ts: Half,
   rounds: number,
   measure: (half: Half) => Promise<number[]>,
-  stats: Record<string, (samples: number[]) => number>,
-): Promise<Record<string, Compared>> {
-  const all = { kt: [] as number[][], ts: [] as number[][] };
+): Promise<Rounds> {
+  const all: Rounds = { kt: [], ts: [] };
   for (let round = 0; round < rounds; round++) {
     const order = round % 2 === 0 ? (['ts', 'kt'] as const) : (['kt', 'ts'] as const);
     for (const side of order) all[side].push(await measure(side === 'kt' ? kt : ts));
   }
+  return all;
+}
+
+/**
+ * Round trips in ROUNDS rounds: in each, a new sender on each half makes WARMUP round trips, then
+ * MESSAGES, the halves taking turns trip by trip (TypeScript first in odd rounds). A burst of the
+ * shared machine's noise, which slows every hop of a round trip several-fold for a while, so falls on
+ * both halves alike; with turns of a whole round (23 s) it fell on one half's turn only and decided
+ * that round's p99 ratio.
+ */
+async function interleave(kt: Half, ts: Half, kind: 'rtt' | 'raw'): Promise<Rounds> {
+  const all: Rounds = { kt: [], ts: [] };
+  for (let round = 0; round < ROUNDS; round++) {
+    const senders = { ts: await ts.sender(kind), kt: await kt.sender(kind) };
+    const samples = { ts: [] as number[], kt: [] as number[] };
+    for (const side of ['ts', 'kt'] as const) await senders[side].roundTrips(WARMUP, 0);
+    const order = round % 2 === 0 ? (['ts', 'kt'] as const) : (['kt', 'ts'] as const);
+    for (let trip = 0; trip < MESSAGES; trip++) {
+      for (const side of order) samples[side].push(...(await senders[side].roundTrips(0, 1)));
+    }
+    for (const side of ['ts', 'kt'] as const) {
+      await senders[side].close();
+      all[side].push(samples[side]);
+    }
+  }
+  return all;
+}
+
+/** `stat` of each half's pooled samples, and the median of the rounds' Kotlin / TypeScript ratios. */
+function compare(
+  all: Rounds,
+  stats: Record<string, (samples: number[]) => number>,
+): Record<string, Compared> {
   return Object.fromEntries(
-    Object.entries(stats).map(([name, stat]) => [
-      name,
-      {
-        kt: stat(all.kt.flat()),
-        ts: stat(all.ts.flat()),
-        ratio: median(all.kt.map((k, i) => stat(k) / stat(all.ts[i]!))),
-        rounds: all.kt.map((k, i) => stat(k) / stat(all.ts[i]!)),
-      },
-    ]),
+    Object.entries(stats).map(([name, stat]) => {
+      const rounds = all.kt.map((k, i) => stat(k) / stat(all.ts[i]!));
+      return [
+        name,
+        { kt: stat(all.kt.flat()), ts: stat(all.ts.flat()), ratio: median(rounds), rounds },
+      ];
+    }),
   );
 }
 
@@ -350,24 +403,20 @@ export async function run(): Promise<string> {
     }
     const p50 = (v: number[]) => pct(v, 0.5);
     const p99 = (v: number[]) => pct(v, 0.99);
-    const connect = await alternate(kt, ts, ROUNDS, (h) => h.connects(CONNECTS), { p50, p99 });
-    const rtt = await alternate(kt, ts, ROUNDS, (h) => h.roundTrips(WARMUP, MESSAGES), {
+    const connect = compare(await alternate(kt, ts, ROUNDS, (h) => h.connects(CONNECTS)), {
       p50,
       p99,
     });
-    const raw = await alternate(kt, ts, ROUNDS, (h) => h.rawRoundTrips(WARMUP, MESSAGES), {
-      p50,
-      p99,
-    });
+    const rtt = compare(await interleave(kt, ts, 'rtt'), { p50, p99 });
+    const raw = compare(await interleave(kt, ts, 'raw'), { p50, p99 });
     // What two thread wake-ups cost here (a token there and back): a Kotlin round trip wakes three
     // threads (the writer, the reader, the callback thread), a Node one its event loop; a round trip
     // over OkHttp's own WebSocket (the bare row) up to four, its task runner's two for the write.
     const handoff = await kt.handoffs(WARMUP, MESSAGES);
-    const heap = await alternate(
-      kt,
-      ts,
-      HEAP_ROUNDS,
-      async (h) => [(await h.heapPerClient(IDLE_CLIENTS)) / 1024],
+    const heap = compare(
+      await alternate(kt, ts, HEAP_ROUNDS, async (h) => [
+        (await h.heapPerClient(IDLE_CLIENTS)) / 1024,
+      ]),
       { median },
     );
     const row = (label: string, c: Compared, unit: string, digits: number, target: boolean) =>
@@ -376,7 +425,7 @@ export async function run(): Promise<string> {
     return [
       '## Android (Kotlin JVM client) vs @svc/client',
       '',
-      `One server (embedded default, media off). Connect: ${COLD_CONNECTS} clients in the fresh process (no target), then ${CONNECT_WARMUP} more and ${WARM_CLIENTS} clients warming the message path up together (${WARM_MESSAGES} messages each); then ${ROUNDS} alternating rounds (the order swapping each round) of ${CONNECTS} connects (a new client and room each), ${MESSAGES} round trips after ${WARMUP} on a new client (one per ${PACE_MS} ms at most, the server's rate limit), and the same over a bare socket without the library (OkHttp's WebSocket; \`ws\`), then ${MESSAGES} hand-offs of a token to another JVM thread and back after ${WARMUP}, paced the same (two thread wake-ups, no socket; Kotlin only); memory: ${IDLE_CLIENTS} connected clients in one room, ${HEAP_ROUNDS} alternating rounds (Kotlin: live JVM heap after a full GC, the clients sharing the process's OkHttp client; TypeScript: V8 heap after gc()). Each side measures from one thread that its clients' handlers also run on (Kotlin: a main-thread-like executor; TypeScript: the event loop). Values are over all rounds' samples; the ratio is the median of the rounds' ratios. Target: Kotlin ≤ 1.2 × TypeScript.`,
+      `One server (embedded default, media off). Connect: ${COLD_CONNECTS} clients in the fresh process (no target), then ${CONNECT_WARMUP} more and ${WARM_CLIENTS} clients warming the message path up together (${WARM_MESSAGES} messages each); then ${ROUNDS} alternating rounds (the order swapping each round) of ${CONNECTS} connects (a new client and room each); ${ROUNDS} rounds of ${MESSAGES} round trips after ${WARMUP} on a new client of each half (each after a pause of ${PACE_MS} ms: the server's rate limit), the halves taking turns trip by trip, and the same over a bare socket without the library (OkHttp's WebSocket; \`ws\`), then ${MESSAGES} hand-offs of a token to another JVM thread and back after ${WARMUP}, paced the same (two thread wake-ups, no socket; Kotlin only); memory: ${IDLE_CLIENTS} connected clients in one room, ${HEAP_ROUNDS} alternating rounds (Kotlin: live JVM heap after a full GC, the clients sharing the process's OkHttp client; TypeScript: V8 heap after gc()). Each side measures from one thread that its clients' handlers also run on (Kotlin: a main-thread-like executor; TypeScript: the event loop). Values are over all rounds' samples; the ratio is the median of the rounds' ratios. Target: Kotlin ≤ 1.2 × TypeScript.`,
       '',
       '| | Kotlin | TypeScript | Kotlin / TS (median of rounds) | rounds | target |',
       '| --- | --- | --- | --- | --- | --- |',

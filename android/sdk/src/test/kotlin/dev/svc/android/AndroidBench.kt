@@ -25,8 +25,10 @@ import okhttp3.WebSocketListener
  * command a line from stdin and answers each with one JSON line on stdout:
  * - `connect <count>`: connect() → joined of `count` new clients, each in a new room: `{"samples":[ms…]}`
  * - `warm`: warms the message path up (several clients at once): `{}`
- * - `rtt <warmup> <measured>`: message round trips through the library: `{"samples":[ms…]}`
- * - `raw <warmup> <measured>`: the same over a bare OkHttp WebSocket: `{"samples":[ms…]}`
+ * - `open rtt`: connects a sender that makes round trips through the library, in a new room: `{}`
+ * - `open raw`: the same over a bare OkHttp WebSocket, with no library: `{}`
+ * - `trips <warmup> <measured>`: round trips of the open sender: `{"samples":[ms…]}`
+ * - `shut`: closes the open sender: `{}`
  * - `handoff <warmup> <measured>`: a token handed to another thread and back, no socket: `{"samples":[ms…]}`
  * - `heap <clients>`: live heap per connected client, all in one room: `{"bytes":n}`
  * - `quit`
@@ -37,7 +39,7 @@ object AndroidBench {
     private const val WARM_MESSAGES = 300
 
     /** One message per 25 ms at most: the server allows 50 frames per second per connection. */
-    private const val PACE_MS = 25.0
+    private const val PACE_MS = 25L
 
     /**
      * Handlers of every client run on this one thread, and so does the measuring coroutine: as in an app,
@@ -72,18 +74,28 @@ object AndroidBench {
             .sumOf { it.collectionUsage?.used ?: 0L }
     }
 
+    /** A connected client or socket that times message round trips; see [librarySender], [rawSender]. */
+    private interface Sender {
+        /** Sends a message and returns once it came back from the room. */
+        suspend fun trip()
+
+        suspend fun close()
+    }
+
+    /** The sender `open` made, which `trips` uses until `shut`. */
+    private var sender: Sender? = null
+
     /**
-     * Times [trip] for [warmup] + [measured] messages and returns the last [measured], in ms, pausing
-     * between them to stay under the server's per-connection rate.
+     * Times [trip] for [warmup] + [measured] messages and returns the last [measured], in ms, each after
+     * a pause of [PACE_MS]: under the server's per-connection rate, and from a process that slept, as an
+     * app's message is.
      */
-    private suspend fun roundTrips(warmup: Int, measured: Int, trip: suspend (Int) -> Unit): List<Double> =
-        (1..warmup + measured).map { i ->
-            val t0 = System.nanoTime()
-            trip(i)
-            val ms = (System.nanoTime() - t0) / 1e6
-            delay((PACE_MS - ms).toLong().coerceAtLeast(0))
-            ms
-        }.drop(warmup)
+    private suspend fun roundTrips(warmup: Int, measured: Int, trip: suspend () -> Unit): List<Double> = (1..warmup + measured).map {
+        delay(PACE_MS)
+        val t0 = System.nanoTime()
+        trip()
+        (System.nanoTime() - t0) / 1e6
+    }.drop(warmup)
 
     private suspend fun connects(count: Int): List<Double> = (1..count).map { i ->
         val c = client()
@@ -95,21 +107,26 @@ object AndroidBench {
     }
 
     /**
-     * One client's round trips: `sendMessage` awaited, then the message's own `message.received` handler.
+     * A client in a room of its own whose round trip is `sendMessage` awaited, then the message's own
+     * `message.received` handler.
      */
-    private suspend fun clientRoundTrips(warmup: Int, measured: Int, kind: String = "rtt"): List<Double> {
+    private suspend fun librarySender(kind: String = "rtt"): Sender {
         val c = client()
         val waiting = ConcurrentHashMap<String, CompletableDeferred<Unit>>()
         c.onMessageReceived = { m, _ -> waiting.remove(m.message)?.complete(Unit) }
         val room = c.connect(roomOptions(roomName(kind), "sender"))
-        val rtts = roundTrips(warmup, measured) { i ->
-            val done = CompletableDeferred<Unit>()
-            waiting["m$i"] = done
-            room.sendMessage("m$i")
-            withTimeout(10_000) { done.await() }
+        var sent = 0
+        return object : Sender {
+            override suspend fun trip() {
+                val message = "m${++sent}"
+                val done = CompletableDeferred<Unit>()
+                waiting[message] = done
+                room.sendMessage(message)
+                withTimeout(10_000) { done.await() }
+            }
+
+            override suspend fun close() = c.close()
         }
-        c.close()
-        return rtts
     }
 
     /**
@@ -117,7 +134,13 @@ object AndroidBench {
      * limit, would still be meeting the JIT's thresholds, and compiling, while it is measured.
      */
     private suspend fun warm() = coroutineScope {
-        (1..WARM_CLIENTS).map { async { clientRoundTrips(WARM_MESSAGES, 0, "warm") } }.awaitAll()
+        (1..WARM_CLIENTS).map {
+            async {
+                val s = librarySender("warm")
+                roundTrips(WARM_MESSAGES, 0, s::trip)
+                s.close()
+            }
+        }.awaitAll()
     }
 
     /**
@@ -125,7 +148,7 @@ object AndroidBench {
      * (OkHttp writes on its writer thread) and answered on it (the reader thread completes the wait, which
      * resumes here). The floor of any OkHttp client that keeps Android's threading contract.
      */
-    private suspend fun rawRoundTrips(warmup: Int, measured: Int): List<Double> {
+    private suspend fun rawSender(): Sender {
         val tokenClient = client()
         val token = tokenClient.getToken(roomOptions(roomName("raw"), "raw"))
         tokenClient.close()
@@ -145,13 +168,19 @@ object AndroidBench {
             },
         )
         withTimeout(10_000) { joined.await() }
-        val rtts = roundTrips(warmup, measured) { i ->
-            val done = CompletableDeferred<Unit>().also { received.set(it) }
-            socket.send("""{"id":"$i","type":"message.send","data":{"message":"m$i"}}""")
-            withTimeout(10_000) { done.await() }
+        var sent = 0
+        return object : Sender {
+            override suspend fun trip() {
+                val i = ++sent
+                val done = CompletableDeferred<Unit>().also { received.set(it) }
+                socket.send("""{"id":"$i","type":"message.send","data":{"message":"m$i"}}""")
+                withTimeout(10_000) { done.await() }
+            }
+
+            override suspend fun close() {
+                socket.close(1000, null)
+            }
         }
-        socket.close(1000, null)
-        return rtts
     }
 
     /**
@@ -173,7 +202,7 @@ object AndroidBench {
             start()
         }
         val samples = (1..warmup + measured).map {
-            Thread.sleep(PACE_MS.toLong())
+            Thread.sleep(PACE_MS)
             val t0 = System.nanoTime()
             there.put(t0)
             back.take()
@@ -201,15 +230,30 @@ object AndroidBench {
         runBlocking(platform.callbackDispatcher) {
             while (true) {
                 val command = withContext(Dispatchers.IO) { readlnOrNull() }?.trim()?.split(" ") ?: break
-                val n = command.drop(1).map { it.toInt() }
+                val n = command.drop(1).mapNotNull { it.toIntOrNull() }
                 val answer = when (command[0]) {
                     "connect" -> samples(connects(n[0]))
+
                     "warm" -> "{}".also { warm() }
-                    "rtt" -> samples(clientRoundTrips(n[0], n[1]))
-                    "raw" -> samples(rawRoundTrips(n[0], n[1]))
+
+                    "open" -> "{}".also {
+                        check(sender == null) { "a sender is open" }
+                        sender = if (command[1] == "raw") rawSender() else librarySender()
+                    }
+
+                    "trips" -> samples(roundTrips(n[0], n[1], checkNotNull(sender)::trip))
+
+                    "shut" -> "{}".also {
+                        sender?.close()
+                        sender = null
+                    }
+
                     "handoff" -> samples(handoffs(n[0], n[1]))
+
                     "heap" -> """{"bytes":${heapPerClient(n[0])}}"""
+
                     "quit" -> break
+
                     else -> error("unknown command ${command[0]}")
                 }
                 println(answer)

@@ -1,9 +1,11 @@
 package dev.svc.android
 
+import dev.svc.android.internal.SOCKET_THREADS
 import java.lang.management.ManagementFactory
 import java.lang.management.MemoryType
 import java.util.concurrent.ConcurrentHashMap
 import java.util.concurrent.SynchronousQueue
+import java.util.concurrent.TimeUnit
 import java.util.concurrent.atomic.AtomicReference
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.Dispatchers
@@ -212,14 +214,29 @@ object AndroidBench {
         return samples
     }
 
-    /** Heap per connected client, [count] clients in one room (so each holds everyone's record). */
+    /**
+     * Heap per connected client, [count] clients in one room (so each holds everyone's record). Each client's
+     * socket reader thread is new, as an app's first client's is: a pooled thread that an earlier client left
+     * would bring its per-thread caches (about 5 KiB) from before the measurement.
+     */
     private suspend fun heapPerClient(count: Int): Long {
+        endIdleSocketThreads()
         val before = heapUsed()
         val room = roomName("idle")
         val idle = (1..count).map { i -> client().also { it.connect(roomOptions(room, "idle$i")) } }
         val perClient = (heapUsed() - before) / count
         idle.forEach { it.close() }
         return perClient
+    }
+
+    /** Ends the socket pool's idle threads now rather than after their 60 s keep-alive. */
+    private fun endIdleSocketThreads() {
+        val pool = SOCKET_THREADS
+        val keepAlive = pool.getKeepAliveTime(TimeUnit.MILLISECONDS)
+        pool.setKeepAliveTime(1, TimeUnit.MILLISECONDS)
+        val deadline = System.nanoTime() + 10_000_000_000
+        while (pool.poolSize > pool.activeCount && System.nanoTime() < deadline) Thread.sleep(1)
+        pool.setKeepAliveTime(keepAlive, TimeUnit.MILLISECONDS)
     }
 
     private fun samples(values: List<Double>) = values.joinToString(",", """{"samples":[""", "]}")

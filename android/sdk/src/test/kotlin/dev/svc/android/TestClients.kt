@@ -1,7 +1,7 @@
 package dev.svc.android
 
 import dev.svc.android.internal.Platform
-import java.util.concurrent.Executors
+import java.util.concurrent.ScheduledThreadPoolExecutor
 import kotlinx.coroutines.CoroutineDispatcher
 import kotlinx.coroutines.asCoroutineDispatcher
 import kotlinx.coroutines.flow.MutableStateFlow
@@ -9,13 +9,17 @@ import kotlinx.coroutines.flow.first
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
 
-/** A device that granted every permission; handlers run on one thread of their own (with its own timers), as on a main thread. */
+/**
+ * A device that granted every permission; handlers run on one thread of their own (with its own timers), as on a
+ * main thread. A cancelled timer (a request's timeout, once answered) leaves the queue at once, as a Handler's
+ * removed callback does, instead of waking the thread at its deadline.
+ */
 class GrantedPlatform(override val packageName: String? = "dev.svc.android.test") : Platform {
     override fun missingPermissions(permissions: List<String>): List<String> = emptyList()
 
-    override val callbackDispatcher: CoroutineDispatcher = Executors.newSingleThreadScheduledExecutor { r ->
+    override val callbackDispatcher: CoroutineDispatcher = ScheduledThreadPoolExecutor(1) { r ->
         Thread(r, "svc-test-callbacks").apply { isDaemon = true }
-    }.asCoroutineDispatcher()
+    }.apply { removeOnCancelPolicy = true }.asCoroutineDispatcher()
 }
 
 /** What a client's handlers reported, in order. */

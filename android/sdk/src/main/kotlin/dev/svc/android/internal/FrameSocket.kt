@@ -375,13 +375,13 @@ internal class FrameSocket(
 
         /** Ends the writer. */
         val STOP = ByteArray(0)
-
-        /**
-         * The process's socket threads: each open socket's reader holds one for the socket's life, and a
-         * drain borrows one while frames wait (one wake-up a send). Idle threads end after 60 s.
-         */
-        val SOCKET_THREADS = ThreadPoolExecutor(0, Int.MAX_VALUE, 60, TimeUnit.SECONDS, SynchronousQueue()) { r ->
-            Thread(r, "svc-socket").apply { isDaemon = true }
-        }
     }
+}
+
+/**
+ * The process's socket threads: each open socket's reader holds one for the socket's life, and a drain
+ * borrows one while frames wait (one wake-up a send). Idle threads end after 60 s.
+ */
+internal val SOCKET_THREADS = ThreadPoolExecutor(0, Int.MAX_VALUE, 60, TimeUnit.SECONDS, SynchronousQueue()) { r ->
+    Thread(r, "svc-socket").apply { isDaemon = true }
 }

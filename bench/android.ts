@@ -189,7 +189,7 @@ function typescriptHalf(server: Server): Half {
 }
 
 /**
- * Times `trip(i)` for `warmup` + `measured` messages and returns the last `measured`, in ms,
+ * Times `trip` for `warmup` + `measured` messages and returns the last `measured`, in ms,
  * each after a pause of PACE_MS: under the server's per-connection rate, and from a process that
  * slept, as an app's message is.
  */

@@ -352,9 +352,9 @@ async function alternate(
 /**
  * Round trips in ROUNDS rounds: in each, a new sender on each half makes WARMUP round trips, then
  * MESSAGES, the halves taking turns trip by trip (TypeScript first in odd rounds). A burst of the
- * shared machine's noise, which slows every hop of a round trip several-fold for a while, so falls on
- * both halves alike; with turns of a whole round (23 s) it fell on one half's turn only and decided
- * that round's p99 ratio.
+ * shared machine's noise, which slows every hop of a round trip several-fold for a while, then falls
+ * on both halves alike, where turns of a whole round (23 s) would let it fall on one half only and
+ * decide that round's p99 ratio.
  */
 async function interleave(kt: Half, ts: Half, kind: 'rtt' | 'raw'): Promise<Rounds> {
   const all: Rounds = { kt: [], ts: [] };

@@ -179,14 +179,21 @@ const svcm = {
       let plis = 0;
       let nacks = 0;
       let freezes = 0;
-      // The transport's ICE and DTLS states (what a failing test reports).
+      // The transport's ICE and DTLS states (what a failing test reports), and what reached it: a
+      // transport that keeps receiving while the track's packets stand still drops them above ICE
+      // (SRTP, demultiplexing), one that receives nothing never gets them.
       let transport = '';
+      let transportPackets = 0;
+      let pairPackets = 0;
+      /** ms since the track's last RTP packet (-1: none yet). */
+      let sinceLastPacket = -1;
       const stats = await t.getStats();
       // The pair in use: the transport's selected one, else a nominated pair that succeeded.
       let pairId = '';
       for (const r of stats.values()) {
         if (r.type !== 'transport') continue;
         transport = `${r.iceState ?? '?'}/${r.dtlsState ?? '?'}`;
+        transportPackets = Number(r.packetsReceived ?? 0);
         if (r.selectedCandidatePairId) pairId = String(r.selectedCandidatePairId);
       }
       for (const r of stats.values()) {
@@ -195,8 +202,10 @@ const svcm = {
         }
       }
       const pair = pairId ? stats.get(pairId) : undefined;
-      if (pair)
+      if (pair) {
         candidateType = String(stats.get(String(pair.localCandidateId))?.candidateType ?? '');
+        pairPackets = Number(pair.packetsReceived ?? 0);
+      }
       for (const r of stats.values()) {
         if (r.type !== 'inbound-rtp') continue;
         framesDecoded += Number(r.framesDecoded ?? 0);
@@ -208,6 +217,10 @@ const svcm = {
         freezes += Number(r.freezeCount ?? 0);
         samples += Number(r.totalSamplesReceived ?? 0);
         width = Math.max(width, Number(r.frameWidth ?? 0));
+        if (r.lastPacketReceivedTimestamp)
+          sinceLastPacket = Math.round(
+            performance.timeOrigin + performance.now() - Number(r.lastPacketReceivedTimestamp),
+          );
       }
       out.push({
         ...t.info,
@@ -222,6 +235,9 @@ const svcm = {
         width,
         candidateType,
         transport,
+        transportPackets,
+        pairPackets,
+        sinceLastPacket,
         hasTrack: !!track,
       });
     }

@@ -57,7 +57,7 @@ for (const backend of BACKENDS) {
       assert.equal(ok.type, 'ack');
       // The echo may follow the ack (on Redis it comes through the room's subscription); a wrongly
       // accepted message would carry a smaller seq and so arrive before it.
-      await c.waitType('message.received');
+      await c.waitType('message.received', (f) => f.data.message === 'still here');
       assert.equal(c.events('message.received').length, 1);
     });
 

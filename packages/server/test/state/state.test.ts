@@ -61,6 +61,38 @@ for (const kind of KINDS) {
       );
     });
 
+    test('recent sets: keys interleaved in one call (in one Redis hash) keep their newest', async () => {
+      const sets = state.recentSets('test:interleaved', { keep: 3, maxMembers: 1000 });
+      const at = Date.now();
+      // Two keys of the same shard, so that on Redis they share a hash and come back in turn.
+      const [a, b] = Array.from({ length: 200 }, (_, i) => `key-${i}`)
+        .filter((k) => shardOf(k) === shardOf('key-0'))
+        .slice(0, 2);
+      const m = (key: string, member: string, dt: number) => ({
+        key,
+        member,
+        ms: at + dt,
+        ttlMs: 3_600_000,
+      });
+      await sets.add(
+        [
+          m(a, 'p', 0),
+          m(b, 'q', 0),
+          m(a, 'r', 1),
+          m(a, 's', 2),
+          m(b, 't', 1),
+          m(a, 'u', 3),
+          m(b, 'w', 2),
+          m(a, 'v', 4),
+        ],
+        at + 4,
+      );
+      const names = async (key: string) =>
+        (await sets.recent(key, at, at + 4, 10)).map((x) => `${x.member}@${x.ms - at}`);
+      assert.deepEqual(await names(a), ['v@4', 'u@3', 's@2'], 'the newest three');
+      assert.deepEqual(await names(b), ['w@2', 't@1', 'q@0']);
+    });
+
     test('recent sets span slices of time: a key written again and again keeps its newest, recalled by range', async () => {
       const sets = state.recentSets('test:span', { keep: 4, maxMembers: 1000 });
       const hour = 3_600_000;

@@ -212,35 +212,21 @@ export class ClickRecorder {
     }
   }
 
-  /**
-   * A batch's rows. A click from the same visitor as the one before it (one visitor clicking
-   * again and again) reuses its fingerprint, and one on the same link and day its count.
-   */
+  /** A batch's rows; a click from the visitor of the click before it reuses its fingerprint. */
   private rowsOf(batch: Click[]): BatchRows {
     const days = new Map<string, [string, string, number]>();
     const rows: BatchRows = { clicks: [], days: [], candidates: [] };
-    let ip = '';
-    let userAgent = '';
+    let last: Click | undefined;
     let fingerprint = '';
-    let count: [string, string, number] | undefined;
-    let countDay = -1;
     for (const c of batch) {
-      if (c.ip !== ip || c.userAgent !== userAgent || fingerprint === '') {
-        ({ ip, userAgent } = c);
-        fingerprint = this.fingerprint(ip, userAgent);
-      }
+      if (c.ip !== last?.ip || c.userAgent !== last.userAgent)
+        fingerprint = this.fingerprint(c.ip, c.userAgent);
+      last = c;
       rows.clicks.push([c.id, c.projectId, c.linkId, c.platform, fingerprint]);
-      const day = Math.floor(c.ms / DAY_MS);
-      if (count === undefined || count[0] !== c.linkId || countDay !== day) {
-        const name = `${c.linkId} ${day}`;
-        count = days.get(name);
-        if (count === undefined) {
-          count = [c.linkId, iso(c.ms).slice(0, 10), 0];
-          days.set(name, count);
-        }
-        countDay = day;
-      }
-      count[2]++;
+      const day = `${c.linkId} ${Math.floor(c.ms / DAY_MS)}`;
+      const count = days.get(day);
+      if (count) count[2]++;
+      else days.set(day, [c.linkId, iso(c.ms).slice(0, 10), 1]);
       if (isAppPlatform(c.platform)) {
         const key = candidateKey(c.projectId, c.platform, fingerprint);
         rows.candidates.push(candidate(key, c.id, c.linkId, c.ms, c.matchWindowMs));
@@ -254,15 +240,13 @@ export class ClickRecorder {
   private async write({ clicks, days }: BatchRows) {
     const db = this.store.db;
     if (this.store.dialect === 'postgres') {
-      // Each column as one text, split by the database: ids, platforms and fingerprints hold no
-      // comma, and a joined string costs the client far less to send than a text[] parameter.
-      const column = (i: number) => clicks.map((c) => c[i]).join(',');
-      const split = (text: string) => sql`string_to_array(${text}::text, ',')`;
+      // Columns as comma-joined texts (no id, platform or fingerprint holds one): far cheaper
+      // for the client to send than text[] parameters.
+      const split = (i: number) => sql`string_to_array(${clicks.map((c) => c[i]).join(',')}, ',')`;
       await sql`
         with clicks as (
           insert into link_clicks (id, project_id, link_id, platform, fingerprint)
-          select * from unnest(${split(column(0))}, ${split(column(1))}, ${split(column(2))},
-            ${split(column(3))}, ${split(column(4))}))
+          select * from unnest(${split(0)}, ${split(1)}, ${split(2)}, ${split(3)}, ${split(4)}))
         insert into link_click_days (link_id, day, clicks)
         select * from unnest(${days.map((d) => d[0])}::text[], ${days.map((d) => d[1])}::text[],
           ${days.map((d) => d[2])}::bigint[])

@@ -216,7 +216,8 @@ export class RedisRecentSets implements RecentSets {
     const names: string[] = [];
     const first = Math.floor(Math.max(sinceMs, untilMs - MAX_RANGE_MS) / SLICE_MS);
     const shard = shardOf(key);
-    for (let n = Math.floor(untilMs / SLICE_MS); n >= first; n--) names.push(this.hashKey(n, shard));
+    for (let n = Math.floor(untilMs / SLICE_MS); n >= first; n--)
+      names.push(this.hashKey(n, shard));
     if (names.length === 0) return [];
     const slices = await this.state.run(() =>
       this.redis.svcRecentSetsRead(names.length, ...names, key),

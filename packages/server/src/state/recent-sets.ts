@@ -93,10 +93,9 @@ export function shardOf(key: string) {
 
 /**
  * `KEYS`: hashes. `ARGV[1]`: members a field keeps; `ARGV[2]`: a JSON array, per hash how
- * long it must live from now (ms), its pair count n, then n pairs of field and entries
+ * long it must live from now (ms), its field count n, then n pairs of field and entries
  * (`{ms} {member}\n` each, oldest first). A new field is one `HSETNX`; a field that exists (the
- * same key written again within the slice, or earlier in the same call) is rewritten with its
- * newest `keep` distinct members.
+ * same key written again within the slice) is rewritten with its newest `keep` distinct members.
  * One string for everything: a batch of thousands costs the client one argument per hash.
  */
 const ADD = `
@@ -173,10 +172,9 @@ export class RedisRecentSets implements RecentSets {
 
   async add(members: RecentMember[], nowMs: number) {
     const { keep } = this.options;
-    // Per hash, by slice × SHARDS + shard: how long it must live from now, and its fields with
-    // their entries, oldest first. A key written several times in a row (one visitor clicking
-    // again and again) is one field; a key that comes back later is sent again, and merged.
-    const hashes = new Map<number, { ttlMs: number; fields: string[]; entries: string[][] }>();
+    // Per hash, by slice × SHARDS + shard: how long it must live from now, and per key its
+    // entries, oldest first.
+    const hashes = new Map<number, { ttlMs: number; keys: Map<string, string[]> }>();
     for (const m of members) {
       // Members kept no longer than now are not written.
       if (m.ms + m.ttlMs <= nowMs) continue;
@@ -184,28 +182,24 @@ export class RedisRecentSets implements RecentSets {
       const slot = Math.floor(m.ms / SLICE_MS) * SHARDS + shardOf(m.key);
       let hash = hashes.get(slot);
       if (!hash) {
-        hash = { ttlMs: 0, fields: [], entries: [] };
+        hash = { ttlMs: 0, keys: new Map() };
         hashes.set(slot, hash);
       }
       hash.ttlMs = Math.max(hash.ttlMs, m.ms + m.ttlMs - nowMs);
       const entry = `${m.ms} ${m.member}\n`;
-      const last = hash.fields.length - 1;
-      if (last >= 0 && hash.fields[last] === m.key) hash.entries[last].push(entry);
-      else {
-        hash.fields.push(m.key);
-        hash.entries.push([entry]);
-      }
+      const entries = hash.keys.get(m.key);
+      if (entries) entries.push(entry);
+      else hash.keys.set(m.key, [entry]);
     }
     if (hashes.size === 0) return;
     const names: string[] = [];
     const args: (string | number)[] = [];
-    for (const [slot, { ttlMs, fields, entries }] of hashes) {
+    for (const [slot, { ttlMs, keys }] of hashes) {
       names.push(this.hashKey(Math.floor(slot / SHARDS), slot % SHARDS));
-      args.push(ttlMs, fields.length);
+      args.push(ttlMs, keys.size);
       // Older ones would be trimmed at once.
-      for (let i = 0; i < fields.length; i++) {
-        const mine = entries[i];
-        args.push(fields[i], mine.length === 1 ? mine[0] : mine.slice(-keep).join(''));
+      for (const [key, entries] of keys) {
+        args.push(key, entries.length === 1 ? entries[0] : entries.slice(-keep).join(''));
       }
     }
     const packed = JSON.stringify(args);

@@ -45,9 +45,13 @@ export class CandidateStore {
   }
 }
 
-/** The key of a visitor's candidates in a project, for one app platform. */
+/**
+ * The key of a visitor's candidates in a project, for one app platform. Keys and members are
+ * joined rather than concatenated: `join` makes one flat string, where concatenation makes a
+ * tree of pieces that a store in process would keep (and collect) for the whole match window.
+ */
 export function candidateKey(projectId: string, platform: LinkAppPlatform, fingerprint: string) {
-  return `${projectId}:${platform}:${fingerprint}`;
+  return [projectId, platform, fingerprint].join(':');
 }
 
 /** A click as a candidate under `key`, kept `ttlMs` (its project's match window). */
@@ -58,5 +62,5 @@ export function candidate(
   ms: number,
   ttlMs: number,
 ): RecentMember {
-  return { key, member: `${clickId} ${linkId}`, ms, ttlMs };
+  return { key, member: [clickId, linkId].join(' '), ms, ttlMs };
 }

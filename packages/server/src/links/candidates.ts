@@ -45,11 +45,8 @@ export class CandidateStore {
   }
 }
 
-/**
- * The key of a visitor's candidates in a project, for one app platform. Keys and members are
- * joined rather than concatenated: `join` makes one flat string, where concatenation makes a
- * tree of pieces that a store in process would keep (and collect) for the whole match window.
- */
+/** A visitor's key in a project, for one app platform. Joined, not concatenated: one flat
+ * string, not a tree of pieces for an in-process store to keep (and collect) all window long. */
 export function candidateKey(projectId: string, platform: LinkAppPlatform, fingerprint: string) {
   return [projectId, platform, fingerprint].join(':');
 }

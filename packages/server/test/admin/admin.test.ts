@@ -90,14 +90,21 @@ for (const backend of BACKENDS) {
       const fastWritten = new Promise<void>((resolve) => {
         release = resolve;
       });
+      let slowRead!: () => void;
+      const slowHasRead = new Promise<void>((resolve) => {
+        slowRead = resolve;
+      });
       let slowRounds = 0;
       projects.registerSettings('slow', async (value) => {
         slowRounds++;
+        slowRead();
         await fastWritten;
         return value as Record<string, unknown>;
       });
       projects.registerSettings('fast', (value) => value as Record<string, unknown>);
       const slow = projects.update(p.id, { settings: { slow: { n: 1 } } } as never);
+      // A validator runs after its update has read the project: "slow" holds the old settings.
+      await slowHasRead;
       await projects.update(p.id, { settings: { fast: { n: 2 } } } as never);
       release();
       const updated = await slow;

@@ -31,7 +31,7 @@ const HEADER = `# Benchmark results
 
 One section per benchmark, each from its latest run (\`npm run bench -- <area> --write\`), with the machine, the command and the commit it measured.
 
-The machines are shared 2-core VMs. The client (autocannon) and the servers share a VM's two cores, so a server's CPU per request and the client's both set the throughput. Other tenants' load, and which VM a run lands on, move absolute numbers a lot: the same bare Fastify route has measured from 15,000 to 52,000 req/s (about 60 to 20 µs of CPU per redirect). Ratios are medians of paired, alternating rounds, and they still move by about ±0.1 between runs. Compare ratios, not absolute numbers, and rerun before trusting a single one.
+The machines are shared 2-core VMs. The client (autocannon) and the servers share a VM's two cores, so a server's CPU per request and the client's both set the throughput. Other tenants' load, and which VM a run lands on, move absolute numbers a lot: the same bare Fastify route has measured from 15,000 to 66,000 req/s (about 60 to 14 µs of CPU per redirect). Ratios are medians of paired, alternating rounds, and they still move by about ±0.1 between runs. Compare ratios, not absolute numbers, and rerun before trusting a single one.
 `;
 
 const machine = `${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, ${os.platform()} ${os.release()}`;

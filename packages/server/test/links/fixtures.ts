@@ -75,7 +75,8 @@ export interface HttpAnswer {
 
 /**
  * One request over real HTTP to the listening test server, following nothing. It sends the Host
- * header it is given (fetch may not), and goes through the server's fast front as users' do.
+ * header it is given (fetch may not), and goes through the socket and Node's HTTP parser as
+ * users' requests do (`inject` skips both).
  */
 export function httpRequest(
   port: number,

@@ -34,7 +34,7 @@ describe('PostgreSQL outages, two nodes', {
     const res = await fleet.call(fleet.nodes[0]!, 'GET', `/v1/sdk/links/${link.id}/stats`);
     return res.status === 200 ? (res.body.totals.click as number) : -1;
   };
-  /** A desktop click on node `i`, through the redirect's fast front. */
+  /** A desktop click on node `i`, over HTTP. */
   const click = (i: number) =>
     request(fleet.nodes[i]!, 'GET', `/l/${link.slug}`, {
       headers: {

@@ -4,7 +4,12 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { FormatRegistry, Kind, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
-import { CLIENT_REQUEST_TYPES, CONTROLLER_EVENT_TYPES, ROOM_EVENT_TYPES } from '@svc/protocol';
+import {
+  CLIENT_REQUEST_TYPES,
+  CONTROLLER_EVENT_TYPES,
+  isTimestampInRange,
+  ROOM_EVENT_TYPES,
+} from '@svc/protocol';
 import {
   CLIENT_DATA_SCHEMAS,
   ClientFrameSchema,
@@ -36,7 +41,7 @@ if (!FormatRegistry.Has('date-time')) {
     'date-time',
     (v) =>
       /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(v) &&
-      !Number.isNaN(Date.parse(v)),
+      isTimestampInRange(v),
   );
 }
 

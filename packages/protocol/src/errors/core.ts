@@ -16,6 +16,8 @@ export const CORE_ERRORS = {
     title: 'The request body must be sent as application/json.',
   },
   payload_too_large: { status: 413, title: 'The request body is too large.' },
+  headers_too_large: { status: 431, title: 'The request headers are too large.' },
+  request_timeout: { status: 408, title: 'The request was not received in time.' },
   method_not_allowed: { status: 405, title: 'The method is not allowed on this path.' },
 
   // Authentication

@@ -87,6 +87,10 @@ function validationErrors(error: FastifyError): ProblemFieldError[] {
       message = 'is required';
     } else if (v.keyword === 'enum' && Array.isArray(params.allowedValues)) {
       message = `must be one of ${params.allowedValues.map((a) => JSON.stringify(a)).join(', ')}`;
+    } else if (v.keyword === 'format' && params.format === 'date-time') {
+      // The format also refuses leap seconds and instants past the year 9999 (app.ts): say so.
+      message =
+        'must be an RFC 3339 date-time (e.g. 2026-11-25T10:00:00Z) of the years 0000–9999 in UTC, without a leap second';
     } else if (v.keyword === 'anyOf') {
       // A union of literals (TypeBox's enums): name the values. Needs ajv's `verbose`.
       const branches = (v as { schema?: unknown }).schema;

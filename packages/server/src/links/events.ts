@@ -1,4 +1,5 @@
 import {
+  FIRST_TIMESTAMP_MS,
   LINK_EVENT_PROPERTIES_MAX_BYTES,
   type Link,
   type LinkEventBody,
@@ -110,7 +111,8 @@ export class LinkEvents {
   async stats(projectId: string, linkId: string, from?: string, to?: string): Promise<LinkStats> {
     await this.links.row(projectId, linkId);
     const toDay = to ?? iso(this.clock.now()).slice(0, 10);
-    const fromDay = from ?? iso(Date.parse(toDay) - 29 * DAY_MS).slice(0, 10);
+    const fromDay =
+      from ?? iso(Math.max(Date.parse(toDay) - 29 * DAY_MS, FIRST_TIMESTAMP_MS)).slice(0, 10);
     const fromMs = Date.parse(fromDay);
     const endMs = Date.parse(toDay) + DAY_MS;
     const days = (endMs - fromMs) / DAY_MS;

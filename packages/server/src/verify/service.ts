@@ -1,12 +1,13 @@
-import type {
-  ErrorCode,
-  SendCodeResponse,
-  ValidateTokenResponse,
-  VerifyCodeBody,
-  VerifyCodeResponse,
-  VerifyLogItem,
-  VerifyLogsQuery,
-  VerifyStats,
+import {
+  type ErrorCode,
+  FIRST_TIMESTAMP_MS,
+  type SendCodeResponse,
+  type ValidateTokenResponse,
+  type VerifyCodeBody,
+  type VerifyCodeResponse,
+  type VerifyLogItem,
+  type VerifyLogsQuery,
+  type VerifyStats,
 } from '@svc/protocol';
 import type { FastifyBaseLogger } from 'fastify';
 import { type Kysely, sql } from 'kysely';
@@ -695,7 +696,10 @@ export class VerifyService {
   async stats(projectId: string, fromIso?: string, toIso?: string): Promise<VerifyStats> {
     const now = this.svc.clock.now();
     const toMs = toIso ? Date.parse(toIso) : now;
-    const fromMs = fromIso ? Date.parse(fromIso) : toMs - 30 * 24 * HOUR_MS;
+    // The default window starts no earlier than the year 0000 (what a Timestamp can say).
+    const fromMs = fromIso
+      ? Date.parse(fromIso)
+      : Math.max(toMs - 30 * 24 * HOUR_MS, FIRST_TIMESTAMP_MS);
     if (fromMs > toMs) {
       throw invalidField('querystring.from', 'must not be after to', 'from must not be after to.');
     }

@@ -1,7 +1,7 @@
 // Hostile input over every route of the OpenAPI document and every realtime frame type, against
-// a real server process: malformed JSON, wrong types, prototype names, NUL, huge and non-finite
-// numbers, deep nesting. Nothing may answer 500, store a value that breaks a later read, or end
-// the process.
+// a real server process: malformed JSON, wrong types, prototype names, NUL, lone surrogates,
+// unstorable date-times, huge and non-finite numbers, deep nesting. Nothing may answer 500, store
+// a value that breaks a later read, or end the process.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -53,6 +53,10 @@ const HOSTILE_VALUES: unknown[] = [
   1.5,
   '\u0000',
   'a\u0000b',
+  // A lone surrogate; date-times that pass RFC 3339 but name no storable instant.
+  'a\ud800',
+  '9999-12-31T23:59:59-23:59',
+  '2016-12-31T23:59:60Z',
   '__proto__',
   'constructor',
   'toString',
@@ -75,6 +79,8 @@ const HOSTILE_QUERY = [
   '__proto__',
   'toString',
   '%FF',
+  '9999-12-31T23:59:59-23:59',
+  '2016-12-31T23:59:60Z',
   'x'.repeat(5000),
 ];
 const HOSTILE_PARAMS = [

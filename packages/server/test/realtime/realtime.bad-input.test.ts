@@ -76,7 +76,7 @@ for (const backend of BACKENDS) {
       assert.equal((await early.request('ping')).type, 'pong');
     });
 
-    test('deep, non-finite and NUL data is refused with invalid_request and logs no error', async () => {
+    test('deep, non-finite, NUL and lone-surrogate data is refused with invalid_request and logs no error', async () => {
       const c = await joined('bad-deep');
       const deep = `${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}`;
       c.send(`{"id":"deep","type":"app.deep","data":${deep}}`);
@@ -90,6 +90,12 @@ for (const backend of BACKENDS) {
       assert.equal(nul.code, 'invalid_request');
       const nulApp = await c.request('app.note', { text: 'x\u0000' });
       assert.equal(nulApp.code, 'invalid_request');
+      const lone = await c.request('message.send', { message: 'a\ud800' });
+      assert.equal(lone.code, 'invalid_request', JSON.stringify(lone));
+      assert.match(lone.message, /data\.message .*surrogate/);
+      const loneKey = await c.request('app.note', { 'k\udc00': 1 });
+      assert.equal(loneKey.code, 'invalid_request', JSON.stringify(loneKey));
+      assert.match(loneKey.message, /data\.k\\udc00 /);
       assert.ok(!s.logs.text.includes('"level":50'), 'an error was logged');
       const rooms = await s.api('GET', '/realtime/rooms');
       assert.equal(rooms.status, 200);

@@ -46,6 +46,10 @@ export const CORE_ERRORS = {
 
   // Conflicts
   key_exists: { status: 409, title: 'That key is already registered.' },
+  api_key_already_rotated: {
+    status: 409,
+    title: 'The API key has already been rotated; rotate its replacement instead.',
+  },
 
   // Limits
   rate_limited: { status: 429, title: 'Too many requests; retry after the indicated delay.' },

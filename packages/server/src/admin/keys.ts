@@ -204,21 +204,15 @@ export class KeyService {
 
   /**
    * Issues a new key with the same settings; the old one keeps working for
-   * `gracePeriodSeconds` (default 0: revoked at once), then is refused as revoked.
+   * `gracePeriodSeconds` (default 0: revoked at once), then is refused as revoked. A key is
+   * rotated once: a key already rotated is refused with `api_key_already_rotated` (rotate its
+   * replacement), so that no second new key is issued. Of concurrent rotations of one key
+   * exactly one wins: the old key's row is marked conditionally, and the new key is inserted in
+   * the same transaction only once that mark is made.
    */
   async rotate(projectId: string, keyId: string, gracePeriodSeconds = 0): Promise<CreatedApiKey> {
     const old = await this.getRow(projectId, keyId);
-    const now = this.clock.now();
-    if (old.revoked_at && Date.parse(old.revoked_at) <= now) {
-      throw invalidField('params.keyId', 'is revoked', 'A revoked key cannot be rotated.');
-    }
-    if (old.type === 'legacy') {
-      throw invalidField(
-        'params.keyId',
-        'is a legacy key',
-        'A legacy key cannot be rotated; create a server key and revoke the legacy key.',
-      );
-    }
+    this.checkRotatable(old);
     const plaintext = generateKey(old.type);
     const row = this.row(projectId, old.type, plaintext, {
       name: old.name,
@@ -229,17 +223,57 @@ export class KeyService {
       rateLimitPerMinute: old.rate_limit_per_minute,
       expiresAt: old.expires_at,
     });
-    const revokeAt = iso(now + gracePeriodSeconds * 1000);
-    await this.store.db.transaction().execute(async (trx) => {
-      await trx.insertInto('api_keys').values(row).execute();
-      await trx
+    const revokeAt = iso(this.clock.now() + gracePeriodSeconds * 1000);
+    const won = await this.store.db.transaction().execute(async (trx) => {
+      // Only a key neither replaced nor revoked: a concurrent rotation or revocation that
+      // committed first leaves nothing to update (PostgreSQL re-checks the row once it is free),
+      // and a revocation is never moved into the future.
+      const marked = await trx
         .updateTable('api_keys')
         .set({ revoked_at: revokeAt, replaced_by: row.id })
         .where('id', '=', keyId)
-        .execute();
+        .where('project_id', '=', projectId)
+        .where('replaced_by', 'is', null)
+        .where('revoked_at', 'is', null)
+        .executeTakeFirst();
+      if (Number(marked.numUpdatedRows) !== 1) return false;
+      await trx.insertInto('api_keys').values(row).execute();
+      return true;
     });
+    if (!won) {
+      // Say why from the row as it is now (gone: key_not_found).
+      this.checkRotatable(await this.getRow(projectId, keyId));
+      throw new ApiError('api_key_already_rotated');
+    }
     await this.cache.invalidateEverywhere();
     return { ...toApiKey(row), key: plaintext };
+  }
+
+  /**
+   * Refuses a rotation of a key already rotated (whether or not its grace period is over: the
+   * answer names the replacement), a revoked key, or a legacy key. Only a rotation schedules a
+   * revocation: a key not replaced that has `revoked_at` was revoked (by `revoke`, at once).
+   */
+  private checkRotatable(
+    key: ApiKeysTable,
+  ): asserts key is ApiKeysTable & { type: 'client' | 'server' } {
+    if (key.replaced_by) {
+      throw new ApiError(
+        'api_key_already_rotated',
+        `The key has already been rotated; its replacement is ${key.replaced_by}.`,
+        { replacedBy: key.replaced_by },
+      );
+    }
+    if (key.revoked_at) {
+      throw invalidField('params.keyId', 'is revoked', 'A revoked key cannot be rotated.');
+    }
+    if (key.type === 'legacy') {
+      throw invalidField(
+        'params.keyId',
+        'is a legacy key',
+        'A legacy key cannot be rotated; create a server key and revoke the legacy key.',
+      );
+    }
   }
 
   /** Registers an existing legacy key (`svc_…`, no checksum); it acts as a server key. */

@@ -203,6 +203,8 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminDeps> = async (
       schema: {
         summary:
           'Rotate a key: a new key with the same settings; the old one works for the grace period',
+        description:
+          'A key is rotated once: a key already rotated is refused with 409 `api_key_already_rotated` (rotate its `replacedBy`), a revoked or legacy key with 400 `invalid_request`. Of concurrent rotations of one key exactly one succeeds.',
         tags,
         security,
         params: KeyParams,

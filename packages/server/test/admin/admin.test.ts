@@ -197,6 +197,63 @@ for (const backend of BACKENDS) {
       );
     });
 
+    test('a key is rotated once: a second rotation is 409 and changes nothing', async () => {
+      const keys = `/projects/${s.project.id}/keys`;
+      const k = await s.admin('POST', keys, { type: 'server', name: 'once' });
+      const k1 = await s.admin('POST', `${keys}/${k.id}/rotate`, { gracePeriodSeconds: 60 });
+      const rotated = await s.admin('GET', `${keys}/${k.id}`);
+      assert.equal(rotated.replacedBy, k1.id);
+      const count = (await s.admin('GET', keys)).items.length;
+      for (const body of [{ gracePeriodSeconds: 2592000 }, {}]) {
+        const again = await raw('POST', `${keys}/${k.id}/rotate`, body);
+        assert.equal(again.statusCode, 409, again.body);
+        assert.match(String(again.headers['content-type']), /^application\/problem\+json/);
+        assert.equal(again.json().code, 'api_key_already_rotated');
+        assert.equal(again.json().replacedBy, k1.id);
+      }
+      assert.deepEqual(
+        await s.admin('GET', `${keys}/${k.id}`),
+        rotated,
+        'the old key is as it was',
+      );
+      assert.equal((await s.admin('GET', keys)).items.length, count, 'no key was issued');
+      // The replacement rotates as usual; a revoked key is refused as revoked.
+      const k2 = await s.admin('POST', `${keys}/${k1.id}/rotate`, { gracePeriodSeconds: 60 });
+      assert.equal((await s.admin('GET', `${keys}/${k1.id}`)).replacedBy, k2.id);
+      await s.admin('DELETE', `${keys}/${k2.id}`);
+      const revoked = await raw('POST', `${keys}/${k2.id}/rotate`, {});
+      assert.equal(revoked.statusCode, 400, revoked.body);
+      assert.equal(revoked.json().code, 'invalid_request');
+    });
+
+    test('of concurrent rotations of one key exactly one wins and only its new key exists', async () => {
+      const keys = `/projects/${s.project.id}/keys`;
+      for (const grace of [600, 0]) {
+        const k = await s.admin('POST', keys, { type: 'client', name: `race ${grace}` });
+        const before = new Set((await s.admin('GET', keys)).items.map((x: any) => x.id));
+        const answers = await Promise.all(
+          Array.from({ length: 12 }, () =>
+            raw('POST', `${keys}/${k.id}/rotate`, { gracePeriodSeconds: grace }),
+          ),
+        );
+        const won = answers.filter((a) => a.statusCode === 201);
+        assert.equal(won.length, 1, answers.map((a) => `${a.statusCode} ${a.body}`).join('\n'));
+        for (const lost of answers.filter((a) => a.statusCode !== 201)) {
+          assert.equal(lost.statusCode, 409, lost.body);
+          assert.equal(lost.json().code, 'api_key_already_rotated');
+        }
+        const winner = won[0]!.json();
+        const after = (await s.admin('GET', keys)).items;
+        const added = after.filter((x: any) => !before.has(x.id));
+        assert.deepEqual(
+          added.map((x: any) => x.id),
+          [winner.id],
+          'one new key, the winner’s',
+        );
+        assert.equal(after.find((x: any) => x.id === k.id).replacedBy, winner.id);
+      }
+    });
+
     test('legacy import validates the key shape', async () => {
       for (const key of ['svc_pk_abcdefghijkl', 'not_a_legacy_key', 'svc_x']) {
         const res = await raw('POST', `/projects/${s.project.id}/keys/import-legacy`, { key });

@@ -1,14 +1,5 @@
-import { randomBytes } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
-import type { Socket } from 'node:net';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { ERROR_CODES, type ErrorCode, isTimestampInRange } from '@svc/protocol';
-import Fastify, {
-  type ConnectionError,
-  type FastifyInstance,
-  type FastifyServerOptions,
-  LogController,
-} from 'fastify';
+import Fastify, { type FastifyInstance, LogController } from 'fastify';
 import type { DestinationStream } from 'pino';
 import { Gauge } from 'prom-client';
 import { KeyService } from './admin/keys.ts';
@@ -19,13 +10,16 @@ import { installGate } from './auth/gate.ts';
 import { KeyStore } from './auth/key-store.ts';
 import { type Clock, systemClock } from './clock.ts';
 import { DomainEvents } from './events.ts';
+import { clientErrorHandler } from './http/client-errors.ts';
 import { installCors } from './http/cors.ts';
+import { strictDateTime } from './http/date-time.ts';
 import { findInputFault } from './http/input-check.ts';
 import { lazyChildLoggerFactory, loggerOptions } from './http/logging.ts';
 import { Metrics } from './http/metrics.ts';
 import { installOpenApi } from './http/openapi.ts';
-import { installErrorHandling, problemBody, sendProblem } from './http/problem.ts';
+import { installErrorHandling, sendProblem } from './http/problem.ts';
 import { proxyTrust } from './http/proxy-trust.ts';
+import { requestId } from './http/request-id.ts';
 import { linksPlugin } from './links/plugin.ts';
 import type { MediaService } from './media/service.ts';
 import type { Platform } from './platform.ts';
@@ -83,95 +77,6 @@ export interface BuildOptions {
 }
 
 export type SvcApp = FastifyInstance & { withTypeProvider(): FastifyInstance };
-
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
-// Request ids: a random per-process prefix and a counter: unique across nodes, and cheap
-// (a CSPRNG call per request costs more than the whole key check).
-const REQUEST_ID_PREFIX = `req_${randomBytes(6).toString('base64url')}`;
-let requestCounter = 0;
-
-/** The caller's `Request-Id` (or `X-Request-Id`) when it is sane, else a new one. */
-function requestId(req: IncomingMessage): string {
-  const incoming = req.headers['request-id'] ?? req.headers['x-request-id'];
-  if (typeof incoming === 'string' && REQUEST_ID.test(incoming)) return incoming;
-  return newRequestId();
-}
-
-function newRequestId(): string {
-  requestCounter = (requestCounter + 1) % Number.MAX_SAFE_INTEGER;
-  return `${REQUEST_ID_PREFIX}${requestCounter.toString(36)}`;
-}
-
-/** The validator's Ajv instance (the type through Fastify's options: ajv is not a dependency). */
-type Ajv = Parameters<NonNullable<NonNullable<FastifyServerOptions['ajv']>['onCreate']>>[0];
-type FormatCompare = (a: string, b: string) => number | undefined;
-
-/**
- * Makes Ajv's `date-time` (ajv-formats' full RFC 3339 check, which the compiler has added) also
- * require an instant the server can store and write back: a leap second (`…T23:59:60Z`) or an
- * offset that moves the instant past the year 9999 in UTC (`9999-12-31T23:59:59-23:59`) would
- * pass the syntax, then fail `Date.parse` or `toISOString()`, or be stored and break every later
- * read of its row. Refused as `invalid_request` naming the field, like any other format.
- */
-function strictDateTime(ajv: Ajv) {
-  const syntax = ajv.formats['date-time'];
-  if (
-    typeof syntax !== 'object' ||
-    !('validate' in syntax) ||
-    typeof syntax.validate !== 'function'
-  )
-    throw new Error('the date-time format of ajv-formats is missing');
-  const valid = syntax.validate as (value: string) => boolean;
-  ajv.addFormat('date-time', {
-    type: 'string',
-    validate: (value: string) => valid(value) && isTimestampInRange(value),
-    compare: 'compare' in syntax ? (syntax.compare as FormatCompare) : undefined,
-  });
-}
-
-const CLIENT_ERROR_TITLE = {
-  400: 'Bad Request',
-  408: 'Request Timeout',
-  431: 'Request Header Fields Too Large',
-} as const;
-
-/**
- * Answers what Node's HTTP parser refuses before Fastify sees a request (a control character in
- * a header, headers over the size limit, both Content-Length and Transfer-Encoding, a bad request
- * line) as problem+json, like every other error, then closes the connection: the parser cannot
- * read on past a malformed request. Writes to the raw socket, as Node's own handler does, and
- * only when no response on that connection has started.
- */
-function clientErrorHandler(this: FastifyInstance, err: ConnectionError, socket: Socket) {
-  // A reset connection is gone: nothing to answer.
-  if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  const code: ErrorCode =
-    err.code === 'HPE_HEADER_OVERFLOW'
-      ? 'headers_too_large'
-      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? 'request_timeout'
-        : 'invalid_request';
-  const id = newRequestId();
-  this.log.debug({ err, reqId: id }, 'client error');
-  const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-  if (socket.writable && !inFlight?.headersSent) {
-    // Node's parser names what is wrong (HPE_INVALID_HEADER_TOKEN, HPE_UNEXPECTED_CONTENT_LENGTH…).
-    const why = err.code?.startsWith('HPE_') ? ` (${err.code})` : '';
-    const detail =
-      code === 'invalid_request' ? `The request is not valid HTTP/1.1${why}.` : undefined;
-    const body = JSON.stringify(problemBody(code, id, detail));
-    const status = ERROR_CODES[code].status as keyof typeof CLIENT_ERROR_TITLE;
-    socket.write(
-      `HTTP/1.1 ${status} ${CLIENT_ERROR_TITLE[status]}\r\n` +
-        'Content-Type: application/problem+json; charset=utf-8\r\n' +
-        `Content-Length: ${Buffer.byteLength(body)}\r\n` +
-        `Request-Id: ${id}\r\n` +
-        'Connection: close\r\n\r\n' +
-        body,
-    );
-  }
-  socket.destroy(err);
-}
 
 /**
  * Builds the whole server: stores, shared state, the key gate, the admin API and every

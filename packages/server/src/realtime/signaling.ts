@@ -60,6 +60,12 @@ const INVALID_STREAK_LIMIT = 20;
 const REFUSED_STREAK_LIMIT = 100;
 /** Room events a node keeps per followed room, to bridge a session's join and its first event. */
 const NODE_RING = 512;
+/**
+ * Bytes a socket may leave unsent (its reader is slower than its room) before it is closed with
+ * 4010 and its session is dropped: a client that stops reading cannot make the node hold its
+ * room's traffic without bound.
+ */
+const MAX_UNSENT_BYTES = 4 * 1024 * 1024;
 
 type ConnState = 'verifying' | 'pending' | 'waiting' | 'joined' | 'closed';
 
@@ -79,6 +85,7 @@ class Connection {
   sid: string | null = null;
   /** The last room seq sent to this socket; a socket never gets an event twice or out of order. */
   lastDelivered = 0;
+  /** Whether the socket answered the last WebSocket ping (only pongs count, not frames sent). */
   alive = true;
   tokens: number;
   refilledAtMs: number;
@@ -298,7 +305,6 @@ export class SignalingHub {
 
   private takeFrame(conn: Connection, raw: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) {
     if (conn.state === 'closed') return;
-    conn.alive = true;
     if (conn.state === 'verifying') {
       if (conn.early.length < 16) conn.early.push({ data: raw, isBinary });
       return;
@@ -724,7 +730,7 @@ export class SignalingHub {
       if (conn.state === 'joined' && ev.seq > conn.lastDelivered) {
         conn.lastDelivered = ev.seq;
         bytes ??= Buffer.from(ev.frame);
-        conn.ws.send(bytes, TEXT_FRAME);
+        this.write(conn, bytes);
       }
     }
   }
@@ -732,7 +738,7 @@ export class SignalingHub {
   private deliverTo(conn: Connection, ev: StoredRoomEvent) {
     if (ev.seq <= conn.lastDelivered) return;
     conn.lastDelivered = ev.seq;
-    conn.ws.send(ev.frame);
+    this.write(conn, ev.frame);
   }
 
   /** Sends what this node received for the room after the session's starting point. */
@@ -760,7 +766,25 @@ export class SignalingHub {
   }
 
   private send(conn: Connection, text: string) {
-    if (conn.ws.readyState === conn.ws.OPEN) conn.ws.send(text);
+    if (conn.ws.readyState === conn.ws.OPEN) this.write(conn, text);
+  }
+
+  /** Sends a text frame; a socket whose unsent bytes pass the cap is dropped (a slow reader). */
+  private write(conn: Connection, frame: string | Buffer) {
+    conn.ws.send(frame, TEXT_FRAME);
+    if (conn.ws.bufferedAmount > MAX_UNSENT_BYTES) this.dropSlowReader(conn);
+  }
+
+  /**
+   * Drops a socket that does not read what it is sent. Its session is dropped at once, as after
+   * any drop (the client may resume); nothing more is queued for it. The 4010 close frame waits
+   * behind the unsent bytes, and ws destroys the socket if the close does not complete in time.
+   */
+  private dropSlowReader(conn: Connection) {
+    if (isClosed(conn)) return;
+    this.log.debug({ conn: conn.id }, 'realtime: closing a socket that does not read');
+    void this.onClose(conn, CLOSE_CODES.TIMEOUT);
+    this.closeWith(conn, CLOSE_CODES.TIMEOUT);
   }
 
   private sendAck(conn: Connection, id: string, data?: Record<string, unknown>) {

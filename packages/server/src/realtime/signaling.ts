@@ -58,6 +58,8 @@ const TEXT_FRAME = { binary: false } as const;
 const INVALID_STREAK_LIMIT = 20;
 /** Rate-limited frames in a row before the connection is closed with 4429. */
 const REFUSED_STREAK_LIMIT = 100;
+/** Frames held while the token is being verified; later ones are refused `rate_limited`. */
+const EARLY_LIMIT = 16;
 /** Room events a node keeps per followed room, to bridge a session's join and its first event. */
 const NODE_RING = 512;
 /**
@@ -68,6 +70,16 @@ const NODE_RING = 512;
 const MAX_UNSENT_BYTES = 4 * 1024 * 1024;
 
 type ConnState = 'verifying' | 'pending' | 'waiting' | 'joined' | 'closed';
+
+/** The `id` of a request frame, when it has a valid one (to answer a frame that is not handled). */
+function requestId(raw: Buffer | ArrayBuffer | Buffer[]): string | undefined {
+  try {
+    const id = (JSON.parse(raw.toString()) as { id?: unknown } | null)?.id;
+    return typeof id === 'string' && id.length >= 1 && id.length <= 64 ? id : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** Reads the state afresh (it changes across awaits, which TypeScript's narrowing ignores). */
 const isClosed = (conn: { state: ConnState }) => conn.state === 'closed';
@@ -94,6 +106,8 @@ class Connection {
   /** Requests are handled one after another, in arrival order. */
   queue: Promise<void> = Promise.resolve();
   early: { data: Buffer | ArrayBuffer | Buffer[]; isBinary: boolean }[] = [];
+  /** The ids (undefined when unreadable) of frames beyond EARLY_LIMIT, refused once verified. */
+  earlyRefused: (string | undefined)[] = [];
   timer: NodeJS.Timeout | null = null;
   follower: Follower | null = null;
   /** Why the connection waits (a host's arrival, or a host's approval in the waiting room). */
@@ -278,9 +292,12 @@ export class SignalingHub {
     conn.timer = setTimeout(() => {
       if (conn.state === 'pending') this.refuse(conn, 'not_joined', CLOSE_CODES.TIMEOUT);
     }, this.cfg.handshakeTimeoutMs).unref();
-    const early = conn.early;
+    const { early, earlyRefused } = conn;
     conn.early = [];
+    conn.earlyRefused = [];
     for (const f of early) this.onFrame(conn, f.data, f.isBinary);
+    // Frames beyond what is held were over the limit: each gets its rate_limited answer.
+    for (const id of earlyRefused) if (!isClosed(conn)) this.rateLimited(conn, id);
   }
 
   // ---- Frames in ----------------------------------------------------------------------------
@@ -306,7 +323,9 @@ export class SignalingHub {
   private takeFrame(conn: Connection, raw: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) {
     if (conn.state === 'closed') return;
     if (conn.state === 'verifying') {
-      if (conn.early.length < 16) conn.early.push({ data: raw, isBinary });
+      if (conn.early.length < EARLY_LIMIT) conn.early.push({ data: raw, isBinary });
+      else if (conn.earlyRefused.length < REFUSED_STREAK_LIMIT)
+        conn.earlyRefused.push(isBinary ? undefined : requestId(raw));
       return;
     }
     if (!this.takeToken(conn)) return;
@@ -336,13 +355,18 @@ export class SignalingHub {
       conn.refusedStreak = 0;
       return true;
     }
+    this.rateLimited(conn, undefined);
+    return false;
+  }
+
+  /** Refuses a frame over the rate limit; too many in a row close the socket with 4429. */
+  private rateLimited(conn: Connection, id: string | undefined) {
     conn.refusedStreak += 1;
     if (conn.refusedStreak >= REFUSED_STREAK_LIMIT) {
       void this.endSession(conn, 'PROTOCOL_VIOLATION', 'rate_limited', CLOSE_CODES.FLOOD);
     } else {
-      this.sendError(conn, undefined, 'rate_limited');
+      this.sendError(conn, id, 'rate_limited');
     }
-    return false;
   }
 
   private invalid(conn: Connection, id: string | undefined, code: ErrorCode, message?: string) {

@@ -124,6 +124,18 @@ for (const backend of BACKENDS) {
       assert.equal((await bystander.request('message.send', { message: 'fine' })).type, 'ack');
     });
 
+    test('WebSocket protocol faults close with 1007 and 1009 and log no error', async () => {
+      const utf8 = await joined('bad-utf8');
+      // A text frame that is not UTF-8: ws sends a Buffer as is.
+      utf8.ws.send(Buffer.from([0x7b, 0xff, 0xfe, 0x7d]), { binary: false });
+      assert.equal((await utf8.closed).code, 1007);
+      const big = await joined('bad-big');
+      big.send(JSON.stringify({ id: '1', type: 'ping', data: { pad: 'x'.repeat(70_000) } }));
+      assert.equal((await big.closed).code, 1009);
+      assert.doesNotMatch(s.logs.text, /"level":50/, 'an error was logged');
+      assert.doesNotMatch(s.logs.text, /WS_ERR_/, 'a client fault was logged above debug');
+    });
+
     test('a flood is rate limited, then closed with 4429; other rooms keep working', async () => {
       const bystander = await joined('bad-5-other');
       const c = await joined('bad-5');

@@ -270,7 +270,8 @@ export class SignalingHub {
     if (!claims.projectId || !claims.roomName || !claims.rid || !claims.userId) {
       return this.refuse(conn, 'token_invalid', CLOSE_CODES.TOKEN_INVALID);
     }
-    if (typeof query.room === 'string' && query.room !== claims.roomName) {
+    // `room` is optional; given, it must be the token's room (given twice, it is an array: no match).
+    if (query.room !== undefined && query.room !== claims.roomName) {
       return this.refuse(conn, 'token_room_mismatch', CLOSE_CODES.TOKEN_ROOM_MISMATCH);
     }
     // A token outlives neither its project nor the project's Realtime product.

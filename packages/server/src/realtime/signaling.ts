@@ -287,7 +287,7 @@ export class SignalingHub {
     }
     conn.claims = claims;
     // Follow the room before any command, so no event committed after it can be missed.
-    conn.follower = await this.follow(claims.rid, conn);
+    await this.follow(claims.rid, conn);
     if (isClosed(conn)) return;
     conn.state = 'pending';
     conn.timer = setTimeout(() => {
@@ -595,7 +595,11 @@ export class SignalingHub {
 
   // ---- Room events out ------------------------------------------------------------------------
 
-  private async follow(rid: string, conn: Connection): Promise<Follower> {
+  /**
+   * Adds the connection to the room's follower (made on first use). `conn.follower` is set before
+   * the subscription is ready, so a socket that closes meanwhile leaves the follower in onClose.
+   */
+  private async follow(rid: string, conn: Connection) {
     let f = this.followers.get(rid);
     if (!f) {
       const created: Follower = {
@@ -616,8 +620,8 @@ export class SignalingHub {
       f = created;
     }
     f.conns.add(conn);
+    conn.follower = f;
     await f.ready;
-    return f;
   }
 
   private async unfollowIfIdle(f: Follower) {

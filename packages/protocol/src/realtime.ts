@@ -280,7 +280,10 @@ export const CLOSE_CODES = {
   KICKED: 4008,
   /** The room ended (empty timeout) while this connection was waiting. */
   ROOM_ENDED: 4009,
-  /** No session.join / session.resume within the handshake timeout, or no pong to pings. */
+  /**
+   * No session.join / session.resume within the handshake timeout, no pong to pings, or a reader
+   * so slow that over 4 MiB waits unsent. A drop: reconnect and resume.
+   */
   TIMEOUT: 4010,
   /** A host or co-host declined this connection in the waiting room. */
   WAITING_REJECTED: 4011,

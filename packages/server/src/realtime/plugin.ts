@@ -86,7 +86,20 @@ export const realtimePlugin: FastifyPluginAsync<{ svc: RealtimeDeps }> = async (
     await media.close();
     await store.close();
   });
-  await app.register(websocket, { options: { maxPayload: MAX_FRAME_BYTES } });
+  await app.register(websocket, {
+    options: { maxPayload: MAX_FRAME_BYTES },
+    errorHandler: (err, socket, request) => {
+      // A client's protocol fault (invalid UTF-8, a frame over the limit): ws already closes the
+      // socket with the matching code (1007, 1009). Any client can cause it: not an error here.
+      const code = (err as { code?: unknown }).code;
+      if (typeof code === 'string' && code.startsWith('WS_ERR_')) {
+        request.log.debug({ code, message: err.message }, 'realtime: client protocol fault');
+        return;
+      }
+      request.log.error({ err }, 'realtime: socket failed');
+      socket.terminate();
+    },
+  });
 
   app.get('/v1/realtime/ws', { websocket: true, schema: { hide: true } }, (socket, request) =>
     hub.accept(socket, request.query as Record<string, unknown>, request.raw.socket),

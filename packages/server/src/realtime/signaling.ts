@@ -58,10 +58,28 @@ const TEXT_FRAME = { binary: false } as const;
 const INVALID_STREAK_LIMIT = 20;
 /** Rate-limited frames in a row before the connection is closed with 4429. */
 const REFUSED_STREAK_LIMIT = 100;
+/** Frames held while the token is being verified; later ones are refused `rate_limited`. */
+const EARLY_LIMIT = 16;
 /** Room events a node keeps per followed room, to bridge a session's join and its first event. */
 const NODE_RING = 512;
+/**
+ * Bytes a socket may leave unsent (its reader is slower than its room) before it is closed with
+ * 4010 and its session is dropped: a client that stops reading cannot make the node hold its
+ * room's traffic without bound.
+ */
+const MAX_UNSENT_BYTES = 4 * 1024 * 1024;
 
 type ConnState = 'verifying' | 'pending' | 'waiting' | 'joined' | 'closed';
+
+/** The `id` of a request frame, when it has a valid one (to answer a frame that is not handled). */
+function requestId(raw: Buffer | ArrayBuffer | Buffer[]): string | undefined {
+  try {
+    const id = (JSON.parse(raw.toString()) as { id?: unknown } | null)?.id;
+    return typeof id === 'string' && id.length >= 1 && id.length <= 64 ? id : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** Reads the state afresh (it changes across awaits, which TypeScript's narrowing ignores). */
 const isClosed = (conn: { state: ConnState }) => conn.state === 'closed';
@@ -79,6 +97,7 @@ class Connection {
   sid: string | null = null;
   /** The last room seq sent to this socket; a socket never gets an event twice or out of order. */
   lastDelivered = 0;
+  /** Whether the socket answered the last WebSocket ping (only pongs count, not frames sent). */
   alive = true;
   tokens: number;
   refilledAtMs: number;
@@ -87,6 +106,8 @@ class Connection {
   /** Requests are handled one after another, in arrival order. */
   queue: Promise<void> = Promise.resolve();
   early: { data: Buffer | ArrayBuffer | Buffer[]; isBinary: boolean }[] = [];
+  /** The ids (undefined when unreadable) of frames beyond EARLY_LIMIT, refused once verified. */
+  earlyRefused: (string | undefined)[] = [];
   timer: NodeJS.Timeout | null = null;
   follower: Follower | null = null;
   /** Why the connection waits (a host's arrival, or a host's approval in the waiting room). */
@@ -249,7 +270,8 @@ export class SignalingHub {
     if (!claims.projectId || !claims.roomName || !claims.rid || !claims.userId) {
       return this.refuse(conn, 'token_invalid', CLOSE_CODES.TOKEN_INVALID);
     }
-    if (typeof query.room === 'string' && query.room !== claims.roomName) {
+    // `room` is optional; given, it must be the token's room (given twice, it is an array: no match).
+    if (query.room !== undefined && query.room !== claims.roomName) {
       return this.refuse(conn, 'token_room_mismatch', CLOSE_CODES.TOKEN_ROOM_MISMATCH);
     }
     // A token outlives neither its project nor the project's Realtime product.
@@ -265,15 +287,18 @@ export class SignalingHub {
     }
     conn.claims = claims;
     // Follow the room before any command, so no event committed after it can be missed.
-    conn.follower = await this.follow(claims.rid, conn);
+    await this.follow(claims.rid, conn);
     if (isClosed(conn)) return;
     conn.state = 'pending';
     conn.timer = setTimeout(() => {
       if (conn.state === 'pending') this.refuse(conn, 'not_joined', CLOSE_CODES.TIMEOUT);
     }, this.cfg.handshakeTimeoutMs).unref();
-    const early = conn.early;
+    const { early, earlyRefused } = conn;
     conn.early = [];
+    conn.earlyRefused = [];
     for (const f of early) this.onFrame(conn, f.data, f.isBinary);
+    // Frames beyond what is held were over the limit: each gets its rate_limited answer.
+    for (const id of earlyRefused) if (!isClosed(conn)) this.rateLimited(conn, id);
   }
 
   // ---- Frames in ----------------------------------------------------------------------------
@@ -298,9 +323,10 @@ export class SignalingHub {
 
   private takeFrame(conn: Connection, raw: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) {
     if (conn.state === 'closed') return;
-    conn.alive = true;
     if (conn.state === 'verifying') {
-      if (conn.early.length < 16) conn.early.push({ data: raw, isBinary });
+      if (conn.early.length < EARLY_LIMIT) conn.early.push({ data: raw, isBinary });
+      else if (conn.earlyRefused.length < REFUSED_STREAK_LIMIT)
+        conn.earlyRefused.push(isBinary ? undefined : requestId(raw));
       return;
     }
     if (!this.takeToken(conn)) return;
@@ -330,13 +356,18 @@ export class SignalingHub {
       conn.refusedStreak = 0;
       return true;
     }
+    this.rateLimited(conn, undefined);
+    return false;
+  }
+
+  /** Refuses a frame over the rate limit; too many in a row close the socket with 4429. */
+  private rateLimited(conn: Connection, id: string | undefined) {
     conn.refusedStreak += 1;
     if (conn.refusedStreak >= REFUSED_STREAK_LIMIT) {
       void this.endSession(conn, 'PROTOCOL_VIOLATION', 'rate_limited', CLOSE_CODES.FLOOD);
     } else {
-      this.sendError(conn, undefined, 'rate_limited');
+      this.sendError(conn, id, 'rate_limited');
     }
-    return false;
   }
 
   private invalid(conn: Connection, id: string | undefined, code: ErrorCode, message?: string) {
@@ -564,7 +595,11 @@ export class SignalingHub {
 
   // ---- Room events out ------------------------------------------------------------------------
 
-  private async follow(rid: string, conn: Connection): Promise<Follower> {
+  /**
+   * Adds the connection to the room's follower (made on first use). `conn.follower` is set before
+   * the subscription is ready, so a socket that closes meanwhile leaves the follower in onClose.
+   */
+  private async follow(rid: string, conn: Connection) {
     let f = this.followers.get(rid);
     if (!f) {
       const created: Follower = {
@@ -585,8 +620,8 @@ export class SignalingHub {
       f = created;
     }
     f.conns.add(conn);
+    conn.follower = f;
     await f.ready;
-    return f;
   }
 
   private async unfollowIfIdle(f: Follower) {
@@ -724,7 +759,7 @@ export class SignalingHub {
       if (conn.state === 'joined' && ev.seq > conn.lastDelivered) {
         conn.lastDelivered = ev.seq;
         bytes ??= Buffer.from(ev.frame);
-        conn.ws.send(bytes, TEXT_FRAME);
+        this.write(conn, bytes);
       }
     }
   }
@@ -732,7 +767,7 @@ export class SignalingHub {
   private deliverTo(conn: Connection, ev: StoredRoomEvent) {
     if (ev.seq <= conn.lastDelivered) return;
     conn.lastDelivered = ev.seq;
-    conn.ws.send(ev.frame);
+    this.write(conn, ev.frame);
   }
 
   /** Sends what this node received for the room after the session's starting point. */
@@ -760,7 +795,25 @@ export class SignalingHub {
   }
 
   private send(conn: Connection, text: string) {
-    if (conn.ws.readyState === conn.ws.OPEN) conn.ws.send(text);
+    if (conn.ws.readyState === conn.ws.OPEN) this.write(conn, text);
+  }
+
+  /** Sends a text frame; a socket whose unsent bytes pass the cap is dropped (a slow reader). */
+  private write(conn: Connection, frame: string | Buffer) {
+    conn.ws.send(frame, TEXT_FRAME);
+    if (conn.ws.bufferedAmount > MAX_UNSENT_BYTES) this.dropSlowReader(conn);
+  }
+
+  /**
+   * Drops a socket that does not read what it is sent. Its session is dropped at once, as after
+   * any drop (the client may resume); nothing more is queued for it. The 4010 close frame waits
+   * behind the unsent bytes, and ws destroys the socket if the close does not complete in time.
+   */
+  private dropSlowReader(conn: Connection) {
+    if (isClosed(conn)) return;
+    this.log.debug({ conn: conn.id }, 'realtime: closing a socket that does not read');
+    void this.onClose(conn, CLOSE_CODES.TIMEOUT);
+    this.closeWith(conn, CLOSE_CODES.TIMEOUT);
   }
 
   private sendAck(conn: Connection, id: string, data?: Record<string, unknown>) {

@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { BACKENDS } from '../helpers.ts';
 import { type RealtimeServer, type RtClient, startRealtimeServer } from './rt-helpers.ts';
@@ -128,6 +130,18 @@ for (const backend of BACKENDS) {
       assert.equal((await bystander.request('message.send', { message: 'fine' })).type, 'ack');
     });
 
+    test('WebSocket protocol faults close with 1007 and 1009 and log no error', async () => {
+      const utf8 = await joined('bad-utf8');
+      // A text frame that is not UTF-8: ws sends a Buffer as is.
+      utf8.ws.send(Buffer.from([0x7b, 0xff, 0xfe, 0x7d]), { binary: false });
+      assert.equal((await utf8.closed).code, 1007);
+      const big = await joined('bad-big');
+      big.send(JSON.stringify({ id: '1', type: 'ping', data: { pad: 'x'.repeat(70_000) } }));
+      assert.equal((await big.closed).code, 1009);
+      assert.doesNotMatch(s.logs.text, /"level":50/, 'an error was logged');
+      assert.doesNotMatch(s.logs.text, /WS_ERR_/, 'a client fault was logged above debug');
+    });
+
     test('a flood is rate limited, then closed with 4429; other rooms keep working', async () => {
       const bystander = await joined('bad-5-other');
       const c = await joined('bad-5');
@@ -152,6 +166,41 @@ for (const backend of BACKENDS) {
       assert.equal(end.data.closeCode, 4400);
     });
 
+    test('requests sent before the token is verified each get an answer, those beyond 16 rate_limited', async () => {
+      const t = await s.token('bad-early', 'eager');
+      const raw = await RawSocket.open(s.port);
+      // The upgrade, session.join and 30 pings in one TCP write: all arrive before verification.
+      const frames = [{ id: 'j', type: 'session.join' }];
+      for (let i = 0; i < 30; i++) frames.push({ id: `p${i}`, type: 'ping' });
+      raw.write(
+        Buffer.concat([
+          Buffer.from(
+            `GET /v1/realtime/ws?access_token=${t.token} HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
+              'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n' +
+              `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}\r\n\r\n`,
+          ),
+          ...frames.map((f) => maskedTextFrame(JSON.stringify(f))),
+        ]),
+      );
+      await raw.wait((f) => f.id === 'j');
+      // Requests are answered in order after those: this one's pong comes after every answer.
+      raw.write(maskedTextFrame(JSON.stringify({ id: 'last', type: 'ping' })));
+      await raw.wait((f) => f.id === 'last');
+      raw.socket.destroy();
+      assert.equal(raw.frames.find((f) => f.id === 'j').type, 'ack');
+      for (const f of frames.slice(1)) {
+        const answers = raw.frames.filter((a) => a.id === f.id);
+        assert.equal(answers.length, 1, `${f.id}: ${JSON.stringify(answers)}`);
+        const [answer] = answers;
+        assert.ok(
+          answer.type === 'pong' || (answer.type === 'error' && answer.code === 'rate_limited'),
+          JSON.stringify(answer),
+        );
+      }
+      const refused = raw.frames.filter((f) => f.type === 'error');
+      assert.equal(refused.length, 15, 'the first 16 requests are held, the 15 after refused');
+    });
+
     test('the server is still healthy', async () => {
       const res = await s.app.inject({ method: 'GET', url: '/healthz' });
       assert.equal(res.statusCode, 200);
@@ -159,4 +208,75 @@ for (const backend of BACKENDS) {
       assert.equal((await c.request('ping')).type, 'pong');
     });
   });
+}
+
+/** A masked client text frame (a zero mask key leaves the payload as is). */
+function maskedTextFrame(text: string): Buffer {
+  const payload = Buffer.from(text);
+  const head =
+    payload.length < 126
+      ? Buffer.from([0x81, 0x80 | payload.length])
+      : Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 0xff]);
+  return Buffer.concat([head, Buffer.alloc(4), payload]);
+}
+
+/** A WebSocket client over a bare TCP socket, to control what each write holds. */
+class RawSocket {
+  frames: any[] = [];
+  private buf = Buffer.alloc(0);
+  private upgraded = false;
+  private waiters: (() => void)[] = [];
+
+  private constructor(readonly socket: Socket) {
+    socket.on('data', (chunk) => {
+      this.buf = Buffer.concat([this.buf, chunk]);
+      this.read();
+      for (const w of [...this.waiters]) w();
+    });
+  }
+
+  static async open(port: number) {
+    const socket = connect(port, '127.0.0.1');
+    await new Promise((r) => socket.once('connect', r));
+    return new RawSocket(socket);
+  }
+
+  write(bytes: Buffer) {
+    this.socket.write(bytes);
+  }
+
+  /** Parses the 101 response, then unmasked server frames (text frames are kept as JSON). */
+  private read() {
+    if (!this.upgraded) {
+      const end = this.buf.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      this.upgraded = true;
+      this.buf = this.buf.subarray(end + 4);
+    }
+    while (this.buf.length >= 2) {
+      let len = this.buf[1]! & 0x7f;
+      let at = 2;
+      if (len === 126) {
+        if (this.buf.length < 4) return;
+        len = this.buf.readUInt16BE(2);
+        at = 4;
+      }
+      if (this.buf.length < at + len) return;
+      const opcode = this.buf[0]! & 0x0f;
+      if (opcode === 1) this.frames.push(JSON.parse(this.buf.subarray(at, at + len).toString()));
+      this.buf = this.buf.subarray(at + len);
+    }
+  }
+
+  wait(match: (f: any) => boolean): Promise<void> {
+    return new Promise((resolve) => {
+      const check = () => {
+        if (!this.frames.some(match)) return;
+        this.waiters.splice(this.waiters.indexOf(check), 1);
+        resolve();
+      };
+      this.waiters.push(check);
+      check();
+    });
+  }
 }

@@ -43,6 +43,70 @@ for (const backend of BACKENDS) {
         ['alice'],
       );
     });
+
+    test('a socket that keeps sending but never answers pings is dropped', async () => {
+      const t = await s.token('live-chatty', 'chatty');
+      const ws = new WebSocket(`${s.wsBase}?access_token=${t.token}`, { autoPong: false });
+      const chatty = new RtClient(ws, ws.url);
+      open.push(chatty);
+      await new Promise((r) => ws.once('open', r));
+      await chatty.join();
+      // It answers each server ping with a request instead of a pong: writing is not liveness.
+      let pings = 0;
+      ws.on('ping', () => {
+        pings += 1;
+        if (ws.readyState === ws.OPEN) chatty.send({ id: `p${pings}`, type: 'ping' });
+        if (pings >= 6) ws.terminate();
+      });
+      const closed = await chatty.closed;
+      assert.ok(pings < 6, `still open after ${pings} pings`);
+      assert.equal(closed.code, 1006, 'terminated by the server without a close frame');
+    });
+  });
+}
+
+for (const backend of BACKENDS) {
+  describe(`realtime slow readers (${backend.name})`, () => {
+    let s: RealtimeServer;
+    const open: RtClient[] = [];
+    before(async () => {
+      s = await startRealtimeServer(backend, {
+        env: { SVC_REALTIME_RATE_PER_SEC: '100000', SVC_REALTIME_RATE_BURST: '100000' },
+      });
+    });
+    after(async () => {
+      for (const c of open) c.ws.terminate();
+      await s.close();
+    });
+
+    test('a socket that stops reading is closed with 4010 and dropped; the room goes on', async () => {
+      const sender = await s.connect('slow', 'sender');
+      const reader = await s.connect('slow', 'reader');
+      const stalled = await s.connect('slow', 'stalled');
+      open.push(sender, reader, stalled);
+      for (const c of [sender, reader, stalled]) await c.join();
+      (stalled.ws as any)._socket.pause();
+      const connected = async () => {
+        const parts = await s.api('GET', '/realtime/rooms/slow/participants');
+        return parts.body.items.find((p: any) => p.userId === 'stalled').connected;
+      };
+      // 48 KB frames until the stalled socket is dropped (its participant shows connected: false).
+      const payload = { blob: 'x'.repeat(48_000) };
+      let sent = 0;
+      while ((await connected()) && sent < 2000) {
+        const acks = [];
+        for (let i = 0; i < 20; i++) acks.push(sender.request('app.blob', payload));
+        for (const ack of await Promise.all(acks)) assert.equal(ack.type, 'ack');
+        sent += 20;
+      }
+      assert.equal(await connected(), false, `still connected after ${sent} frames`);
+      // The room goes on: the reader gets every frame, and a new one.
+      const last = await sender.request('message.send', { message: 'still here' });
+      await reader.wait((f) => f.seq === last.data.seq);
+      assert.equal(reader.events('app.blob').length, sent);
+      (stalled.ws as any)._socket.resume();
+      assert.equal((await stalled.closed).code, 4010);
+    });
   });
 }
 

@@ -342,6 +342,12 @@ for (const backend of BACKENDS) {
       const err = await other.waitType('error');
       assert.equal(err.code, 'token_room_mismatch');
       assert.equal((await other.closed).code, 4003);
+      // `room` given twice (an array) is no room name: a mismatch, even with the token's room.
+      const twice = await RtClient.open(
+        `${s.wsBase}?room=a&room=${room('mine')}&access_token=${t.token}`,
+      );
+      assert.equal((await twice.waitType('error')).code, 'token_room_mismatch');
+      assert.equal((await twice.closed).code, 4003);
       const bad = await RtClient.open(`${s.wsBase}?access_token=${t.token.slice(0, -4)}AAAA`);
       assert.equal((await bad.waitType('error')).code, 'token_invalid');
       assert.equal((await bad.closed).code, 4001);

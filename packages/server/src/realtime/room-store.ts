@@ -31,6 +31,12 @@ export interface LiveParticipant {
   disconnectedAtMs: number | null;
   /** When the session's access token expires (a kick bans the user id until then). */
   tokenExpiresAtMs?: number;
+  /**
+   * The room's seq at the session's join (its `session.joined` snapshot's seq): a resume never
+   * replays events at or before it. Absent only in sessions stored before it existed (they
+   * cannot resume).
+   */
+  joinSeq?: number;
 }
 
 /** A live room: everything its commands read and change, kept as one value in the shared state. */

@@ -579,6 +579,10 @@ export class RoomService implements ControllerRooms {
       events.push({ type: 'participant.joined', data: joined }, ...roles.events);
       domain.push({ type: 'participant.joined', data: joined });
       const { lastSeq } = await this.finish(tx, room, events, domain);
+      // The snapshot's seq is known once the join's events are appended (messages append without
+      // the lock, so it cannot be predicted); a second write under the same lock records it.
+      participant.joinSeq = lastSeq;
+      await tx.commit(room, [], this.dueAt(room));
       this.scheduleSync(room.rid);
       const controller = await this.controller.snapshot(room, claims.userId, lastSeq);
       return {
@@ -599,7 +603,11 @@ export class RoomService implements ControllerRooms {
     });
   }
 
-  /** Restores a session within its grace period; nobody else is told. */
+  /**
+   * Restores a session within its grace period; nobody else is told. Fails when the session is
+   * gone, the token is wrong, or `lastSeq` is below the session's join seq, beyond the room's
+   * last seq, or older than the replay buffer.
+   */
   async resume(
     claims: RoomClaims,
     data: { sessionId: string; resumeToken: string; lastSeq: number },
@@ -611,6 +619,9 @@ export class RoomService implements ControllerRooms {
       const p = room?.participants.find((x) => x.sid === data.sessionId);
       if (!room || !p || p.userId !== claims.userId) return { kind: 'failed' };
       if (p.resumeTokenHash !== sha256(data.resumeToken)) return { kind: 'failed' };
+      // Events at or before the join seq happened before the session existed: a lastSeq below it
+      // is forged or corrupt, never a client's real position.
+      if (p.joinSeq === undefined || data.lastSeq < p.joinSeq) return { kind: 'failed' };
       if ((await this.store.readAfter(claims.rid, data.lastSeq)) === null)
         return { kind: 'failed' };
       Object.assign(p, { connected: true, disconnectedAtMs: null, nodeId, connId });

@@ -82,7 +82,14 @@ export type JoinResult =
   | { kind: 'refused'; code: 'room_not_found' | 'room_full' | 'banned' | 'breakout_not_assigned' };
 
 export type ResumeResult =
-  | { kind: 'resumed'; sid: string; replay: StoredRoomEvent[]; lastSeq: number }
+  | {
+      kind: 'resumed';
+      sid: string;
+      replay: StoredRoomEvent[];
+      lastSeq: number;
+      /** The socket that held the session until now, when it was still connected. */
+      replaced: { nodeId: string; connId: string } | null;
+    }
   | { kind: 'failed' };
 
 export interface DomainRecord {
@@ -624,6 +631,8 @@ export class RoomService implements ControllerRooms {
       if (p.joinSeq === undefined || data.lastSeq < p.joinSeq) return { kind: 'failed' };
       if ((await this.store.readAfter(claims.rid, data.lastSeq)) === null)
         return { kind: 'failed' };
+      const replaced =
+        p.connected && p.connId !== connId ? { nodeId: p.nodeId, connId: p.connId } : null;
       Object.assign(p, { connected: true, disconnectedAtMs: null, nodeId, connId });
       // Tracks published through another node stop (MOVED): that node held their engine
       // handles, and it may be gone. The client publishes them again through this node.
@@ -638,17 +647,20 @@ export class RoomService implements ControllerRooms {
         this.dueAt(room),
       );
       const replay = (await this.store.readAfter(claims.rid, data.lastSeq)) ?? [];
-      return { kind: 'resumed', sid: p.sid, replay, lastSeq };
+      return { kind: 'resumed', sid: p.sid, replay, lastSeq, replaced };
     });
   }
 
-  /** Removes a participant now (session.leave, protocol violation). */
-  async leave(rid: string, sid: string, reason: LeaveReason) {
+  /**
+   * Removes a participant now (session.leave, protocol violation). With `connId`, only while that
+   * socket holds the session: a socket whose session resumed elsewhere changes nothing.
+   */
+  async leave(rid: string, sid: string, reason: LeaveReason, connId?: string) {
     await this.store
       .withLock(rid, async (tx) => {
         const room = await tx.load();
         const p = room?.participants.find((x) => x.sid === sid);
-        if (!room || !p) return [];
+        if (!room || !p || (connId !== undefined && p.connId !== connId)) return [];
         return this.removeParticipants(tx, room, [p], reason);
       })
       .then((after) => this.runAfter(rid, after));

@@ -72,5 +72,41 @@ for (const backend of BACKENDS) {
         'no event at or before the join seq',
       );
     });
+
+    test('a resume while the old socket is open ends that socket (4006) and keeps the session', async () => {
+      const r = room('takeover');
+      const alice = await connect(r, 'alice');
+      await alice.join();
+      const carol = await connect(r, 'carol');
+      await carol.join();
+      await alice.waitType('participant.joined', (f) => f.data.participant.userId === 'carol');
+      const mark = alice.frames.length;
+      const { sessionId, resumeToken } = carol.snapshot;
+      const carol2 = await reopen(carol);
+      const ack = await carol2.request('session.resume', {
+        sessionId,
+        resumeToken,
+        lastSeq: carol.lastSeq,
+      });
+      assert.equal(ack.type, 'ack', JSON.stringify(ack));
+      const closed = await carol.waitType('session.closed');
+      assert.equal(closed.data.reason, 'DUPLICATE_IDENTITY');
+      assert.equal(closed.data.code, 'duplicate_identity');
+      assert.equal((await carol.closed).code, 4006);
+      // The new socket holds the session: it sends and receives; the room saw nothing.
+      await carol2.request('message.send', { message: 'from the new socket' });
+      await alice.waitType('message.received', (f) => f.data.message === 'from the new socket');
+      await alice.request('message.send', { message: 'to carol' });
+      await carol2.waitType('message.received', (f) => f.data.message === 'to carol');
+      assert.equal(carol.events('message.received').length, 0);
+      const parts = await s.api('GET', `/realtime/rooms/${r}/participants`);
+      const entry = parts.body.items.find((p: any) => p.userId === 'carol');
+      assert.equal(entry.sid, sessionId);
+      assert.equal(entry.connected, true);
+      assert.deepEqual(
+        alice.frames.slice(mark).filter((f) => f.type.startsWith('participant.')),
+        [],
+      );
+    });
   });
 }

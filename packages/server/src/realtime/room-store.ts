@@ -114,7 +114,10 @@ export interface RoomStore {
   ): Promise<StoredRoomEvent | null>;
   /** The frames of the events kept in the room's history list (NewRoomEvent.history), in order. */
   readHistory(rid: string): Promise<string[]>;
-  /** The events after `seq`, in order; null when some of them have left the buffer. */
+  /**
+   * The events after `seq`, in order; null when some of them have left the buffer, or when `seq`
+   * is beyond the room's last seq.
+   */
   readAfter(rid: string, seq: number): Promise<StoredRoomEvent[] | null>;
   /** Calls `handler` with each event appended to the room from now on, in seq order. */
   follow(rid: string, handler: (event: StoredRoomEvent) => void): Promise<() => Promise<void>>;

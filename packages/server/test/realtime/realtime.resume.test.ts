@@ -108,5 +108,30 @@ for (const backend of BACKENDS) {
         [],
       );
     });
+
+    test("a lastSeq beyond the room's last seq is refused with resume_failed", async () => {
+      const r = room('beyond');
+      const dave = await connect(r, 'dave');
+      await dave.join();
+      const { sessionId, resumeToken } = dave.snapshot;
+      const lastSeq = dave.lastSeq;
+      await dave.drop();
+      const again = await reopen(dave);
+      for (const beyond of [lastSeq + 1, 2 ** 53 + 2, 1e21]) {
+        const refused = await again.request('session.resume', {
+          sessionId,
+          resumeToken,
+          lastSeq: beyond,
+        });
+        assert.equal(
+          refused.code,
+          'resume_failed',
+          `lastSeq ${beyond}: ${JSON.stringify(refused)}`,
+        );
+      }
+      const ack = await again.request('session.resume', { sessionId, resumeToken, lastSeq });
+      assert.equal(ack.type, 'ack', JSON.stringify(ack));
+      assert.ok(!s.logs.text.includes('"level":50'), 'an error was logged');
+    });
   });
 }

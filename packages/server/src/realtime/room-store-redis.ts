@@ -227,6 +227,8 @@ export class RedisRoomStore implements RoomStore {
   }
 
   async readAfter(rid: string, seq: number): Promise<StoredRoomEvent[] | null> {
+    // Beyond any seq a room reaches, and not writable as a stream id (1e21 prints as "1e+21").
+    if (!Number.isSafeInteger(seq) || seq < 0) return null;
     const [current, entries] = await this.state.run(() =>
       Promise.all([
         this.redis.get(this.k(rid, 'seq')),

@@ -31,6 +31,12 @@ export interface LiveParticipant {
   disconnectedAtMs: number | null;
   /** When the session's access token expires (a kick bans the user id until then). */
   tokenExpiresAtMs?: number;
+  /**
+   * The room's seq at the session's join (its `session.joined` snapshot's seq): a resume never
+   * replays events at or before it. Absent only in sessions stored before it existed (they
+   * cannot resume).
+   */
+  joinSeq?: number;
 }
 
 /** A live room: everything its commands read and change, kept as one value in the shared state. */
@@ -108,7 +114,10 @@ export interface RoomStore {
   ): Promise<StoredRoomEvent | null>;
   /** The frames of the events kept in the room's history list (NewRoomEvent.history), in order. */
   readHistory(rid: string): Promise<string[]>;
-  /** The events after `seq`, in order; null when some of them have left the buffer. */
+  /**
+   * The events after `seq`, in order; null when some of them have left the buffer, or when `seq`
+   * is beyond the room's last seq.
+   */
   readAfter(rid: string, seq: number): Promise<StoredRoomEvent[] | null>;
   /** Calls `handler` with each event appended to the room from now on, in seq order. */
   follow(rid: string, handler: (event: StoredRoomEvent) => void): Promise<() => Promise<void>>;

@@ -82,7 +82,14 @@ export type JoinResult =
   | { kind: 'refused'; code: 'room_not_found' | 'room_full' | 'banned' | 'breakout_not_assigned' };
 
 export type ResumeResult =
-  | { kind: 'resumed'; sid: string; replay: StoredRoomEvent[]; lastSeq: number }
+  | {
+      kind: 'resumed';
+      sid: string;
+      replay: StoredRoomEvent[];
+      lastSeq: number;
+      /** The socket that held the session until now, when it was still connected. */
+      replaced: { nodeId: string; connId: string } | null;
+    }
   | { kind: 'failed' };
 
 export interface DomainRecord {
@@ -579,6 +586,10 @@ export class RoomService implements ControllerRooms {
       events.push({ type: 'participant.joined', data: joined }, ...roles.events);
       domain.push({ type: 'participant.joined', data: joined });
       const { lastSeq } = await this.finish(tx, room, events, domain);
+      // The snapshot's seq is known once the join's events are appended (messages append without
+      // the lock, so it cannot be predicted); a second write under the same lock records it.
+      participant.joinSeq = lastSeq;
+      await tx.commit(room, [], this.dueAt(room));
       this.scheduleSync(room.rid);
       const controller = await this.controller.snapshot(room, claims.userId, lastSeq);
       return {
@@ -599,7 +610,11 @@ export class RoomService implements ControllerRooms {
     });
   }
 
-  /** Restores a session within its grace period; nobody else is told. */
+  /**
+   * Restores a session within its grace period; nobody else is told. Fails when the session is
+   * gone, the token is wrong, or `lastSeq` is below the session's join seq, beyond the room's
+   * last seq, or older than the replay buffer.
+   */
   async resume(
     claims: RoomClaims,
     data: { sessionId: string; resumeToken: string; lastSeq: number },
@@ -611,8 +626,13 @@ export class RoomService implements ControllerRooms {
       const p = room?.participants.find((x) => x.sid === data.sessionId);
       if (!room || !p || p.userId !== claims.userId) return { kind: 'failed' };
       if (p.resumeTokenHash !== sha256(data.resumeToken)) return { kind: 'failed' };
+      // Events at or before the join seq happened before the session existed: a lastSeq below it
+      // is forged or corrupt, never a client's real position.
+      if (p.joinSeq === undefined || data.lastSeq < p.joinSeq) return { kind: 'failed' };
       if ((await this.store.readAfter(claims.rid, data.lastSeq)) === null)
         return { kind: 'failed' };
+      const replaced =
+        p.connected && p.connId !== connId ? { nodeId: p.nodeId, connId: p.connId } : null;
       Object.assign(p, { connected: true, disconnectedAtMs: null, nodeId, connId });
       // Tracks published through another node stop (MOVED): that node held their engine
       // handles, and it may be gone. The client publishes them again through this node.
@@ -627,17 +647,20 @@ export class RoomService implements ControllerRooms {
         this.dueAt(room),
       );
       const replay = (await this.store.readAfter(claims.rid, data.lastSeq)) ?? [];
-      return { kind: 'resumed', sid: p.sid, replay, lastSeq };
+      return { kind: 'resumed', sid: p.sid, replay, lastSeq, replaced };
     });
   }
 
-  /** Removes a participant now (session.leave, protocol violation). */
-  async leave(rid: string, sid: string, reason: LeaveReason) {
+  /**
+   * Removes a participant now (session.leave, protocol violation). With `connId`, only while that
+   * socket holds the session: a socket whose session resumed elsewhere changes nothing.
+   */
+  async leave(rid: string, sid: string, reason: LeaveReason, connId?: string) {
     await this.store
       .withLock(rid, async (tx) => {
         const room = await tx.load();
         const p = room?.participants.find((x) => x.sid === sid);
-        if (!room || !p) return [];
+        if (!room || !p || (connId !== undefined && p.connId !== connId)) return [];
         return this.removeParticipants(tx, room, [p], reason);
       })
       .then((after) => this.runAfter(rid, after));

@@ -68,6 +68,8 @@ const NODE_RING = 512;
  * room's traffic without bound.
  */
 const MAX_UNSENT_BYTES = 4 * 1024 * 1024;
+/** The channel on which node `nodeId` hears which of its sockets a resume elsewhere replaced. */
+const replacedChannel = (nodeId: string) => `rt:replaced:${nodeId}`;
 
 type ConnState = 'verifying' | 'pending' | 'waiting' | 'joined' | 'closed';
 
@@ -180,6 +182,8 @@ export class SignalingHub {
   private departures = new Set<Promise<void>>();
   /** The media area, once the plugin has built it (media requests need it). */
   media: MediaService | null = null;
+  /** This node's channel of sockets to end because their session resumed on another node. */
+  private replacedFeed: Promise<(() => Promise<void>) | null>;
 
   constructor(
     private svc: RealtimeDeps,
@@ -197,6 +201,15 @@ export class SignalingHub {
       cfg.controller.qualityIntervalMs,
     ).unref();
     void this.store.heartbeat(this.nodeId, cfg.nodeTtlMs).catch(() => {});
+    this.replacedFeed = svc.state
+      .subscribe(replacedChannel(this.nodeId), (message) => {
+        const [rid, connId] = message.split(' ');
+        if (rid && connId) this.endReplaced(rid, connId);
+      })
+      .catch((err: unknown) => {
+        this.log.warn({ err }, 'realtime: following replaced sockets failed');
+        return null;
+      });
   }
 
   private async tick() {
@@ -454,6 +467,7 @@ export class SignalingHub {
       conn.state = 'joined';
       conn.sid = result.sid;
       conn.lastDelivered = data.lastSeq;
+      if (result.replaced) this.replace(claims.rid, result.replaced);
       this.sendAck(conn, r.id, { status: 'resumed', replayed: result.replay.length });
       this.sessionFrame(conn, 'session.resumed', {
         sessionId: result.sid,
@@ -468,7 +482,7 @@ export class SignalingHub {
       if (conn.state === 'joined' && conn.sid) {
         const sid = conn.sid;
         conn.state = 'closed';
-        await this.rooms.leave(claims.rid, sid, 'LEFT');
+        await this.rooms.leave(claims.rid, sid, 'LEFT', conn.id);
         this.sendAck(conn, r.id);
         this.closeWith(conn, CLOSE_CODES.NORMAL);
         return;
@@ -862,7 +876,31 @@ export class SignalingHub {
     });
     this.closeWith(conn, closeCode);
     if (wasJoined && sid && reason === 'PROTOCOL_VIOLATION') {
-      await this.rooms.leave(conn.claims!.rid, sid, reason).catch(() => {});
+      await this.rooms.leave(conn.claims!.rid, sid, reason, conn.id).catch(() => {});
+    }
+  }
+
+  /**
+   * Ends the socket that held a session until it resumed on another socket, on whichever node
+   * holds it, as a replaced session is ended (4006: that client must not resume it back).
+   */
+  private replace(rid: string, old: { nodeId: string; connId: string }) {
+    if (old.nodeId === this.nodeId) return this.endReplaced(rid, old.connId);
+    void this.svc.state
+      .publish(replacedChannel(old.nodeId), `${rid} ${old.connId}`)
+      .catch((err: unknown) => this.log.warn({ err }, 'realtime: ending a replaced socket failed'));
+  }
+
+  private endReplaced(rid: string, connId: string) {
+    for (const conn of this.followers.get(rid)?.conns ?? []) {
+      if (conn.id === connId && conn.state === 'joined') {
+        void this.endSession(
+          conn,
+          'DUPLICATE_IDENTITY',
+          'duplicate_identity',
+          CLOSE_CODES.DUPLICATE_IDENTITY,
+        );
+      }
     }
   }
 
@@ -899,7 +937,7 @@ export class SignalingHub {
     // A client that closes normally after joining has left; anything else is a drop.
     const departure = (
       code === CLOSE_CODES.NORMAL
-        ? this.rooms.leave(rid, conn.sid, 'LEFT')
+        ? this.rooms.leave(rid, conn.sid, 'LEFT', conn.id)
         : this.rooms.dropped(rid, conn.sid, conn.id)
     ).then(
       () => {},
@@ -992,5 +1030,6 @@ export class SignalingHub {
       }),
     );
     this.followers.clear();
+    await (await this.replacedFeed)?.().catch(() => {});
   }
 }

@@ -179,6 +179,33 @@ describe('realtime across two server processes (postgres+redis)', { skip: !multi
     assert.equal(a.events('participant.left').length, 0);
   });
 
+  test('a resume on one node while the old socket is open on the other ends the old socket', async () => {
+    const a = await connect(n1, 'mn-takeover', 'alice');
+    await a.join();
+    const c = await connect(n1, 'mn-takeover', 'carol');
+    await c.join();
+    await a.waitType('participant.joined', (f) => f.data.participant.userId === 'carol');
+    const { sessionId, resumeToken } = c.snapshot;
+    const c2 = await RtClient.open(c.url.replace(n1.ws, n2.ws));
+    open.push(c2);
+    const ack = await c2.request('session.resume', { sessionId, resumeToken, lastSeq: c.lastSeq });
+    assert.equal(ack.type, 'ack', JSON.stringify(ack));
+    const closed = await c.waitType('session.closed');
+    assert.equal(closed.data.reason, 'DUPLICATE_IDENTITY');
+    assert.equal((await c.closed).code, 4006);
+    // A normal close of the old socket (here after its end) does not take the session away.
+    c.close(1000);
+    await c2.request('message.send', { message: 'still here' });
+    await a.waitType('message.received', (f) => f.data.message === 'still here');
+    await a.request('message.send', { message: 'to carol' });
+    await c2.waitType('message.received', (f) => f.data.message === 'to carol');
+    assert.equal(a.events('participant.left').length, 0);
+    const parts = await call(n1, 'GET', '/v1/realtime/rooms/mn-takeover/participants');
+    const carol = parts.body.items.find((p: any) => p.userId === 'carol');
+    assert.equal(carol.sid, sessionId);
+    assert.equal(carol.connected, true);
+  });
+
   test('the same user on the other node replaces the first; DELETE on one node reaches all', async () => {
     const a = await connect(n1, 'mn-3', 'alice');
     await a.join();

@@ -71,6 +71,12 @@ export interface ControllerState {
   admitted: string[];
   invitations: SvcInvitation[];
   breakouts: BreakoutEntry[];
+  /**
+   * Users the main room made host or co-host, whom its breakout rooms admit and make co-hosts. Kept
+   * when they leave the main room (a visit to a breakout room is a leave); a demotion, a kick, or a
+   * return to the main room without the role takes them out.
+   */
+  breakoutAdmins?: string[];
   /** Closed breakout rooms still to delete, retried by the sweeper until their delete succeeds. */
   closed?: ClosedBreakout[];
   /** In a breakout room: the main room, and who may join (assigned users and main-room admins). */

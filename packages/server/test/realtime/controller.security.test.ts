@@ -111,6 +111,43 @@ for (const backend of BACKENDS) {
       assert.equal((await joinBreakout(a.roomName, 'p1')).answer.code, 'breakout_not_assigned');
     });
 
+    test('a forced mute without self-unmute outlives a leave and rejoin', async () => {
+      const main = await mainRoom('mute', ['p1']);
+      await main.request('media.mute_all', { allowSelfUnmute: false });
+      const unmute = { microphoneMuted: false };
+      const p1 = main.others.p1!;
+      assert.equal((await p1.request('media.update_self', unmute)).code, 'self_unmute_not_allowed');
+      assert.equal((await p1.request('session.leave')).type, 'ack');
+      await main.host.waitType('participant.left', (f) => f.data.participant.userId === 'p1');
+      const seen = main.host.frames.length;
+      const again = await connect(main.room, 'p1');
+      await again.join();
+      const mine = again.snapshot.controller.media.find(
+        (m: { userId: string }) => m.userId === 'p1',
+      );
+      assert.deepEqual([mine?.microphoneMuted, mine?.selfUnmuteAllowed], [true, false]);
+      const told = await main.host.waitType(
+        'media.state_changed',
+        (f) => f.data.userId === 'p1',
+        seen,
+      );
+      assert.deepEqual([told.data.microphoneMuted, told.data.selfUnmuteAllowed], [true, false]);
+      assert.equal(
+        (await again.request('media.update_self', unmute)).code,
+        'self_unmute_not_allowed',
+      );
+      // The host lifts it for everyone, including those who are away.
+      assert.equal((await again.request('session.leave')).type, 'ack');
+      await main.request('media.unmute_all', {});
+      const third = await connect(main.room, 'p1');
+      await third.join();
+      assert.equal(
+        third.snapshot.controller.media.some((m: { userId: string }) => m.userId === 'p1'),
+        false,
+      );
+      assert.equal((await third.request('media.update_self', unmute)).type, 'ack');
+    });
+
     test('breakout assignments name users in the room', async () => {
       const main = await mainRoom('ghost', ['p1']);
       const ghost = await main.host.request('breakout.create', {

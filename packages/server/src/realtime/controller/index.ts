@@ -27,7 +27,7 @@ import type {
 import type { ControllerConfig } from './config.ts';
 import { handCommands } from './hands.ts';
 import { cancelInvitationsOf, expireInvitations, invitationCommands } from './invitations.ts';
-import { type MediaModeration, mediaCommands } from './media.ts';
+import { holdMutes, type MediaModeration, mediaCommands, restoreHeldMute } from './media.ts';
 import { moderationCommands } from './moderation.ts';
 import { pollCommands, voterKey } from './polls.ts';
 import { ReactionBatcher, reactionCommands } from './reactions.ts';
@@ -186,8 +186,9 @@ export class RoomController {
   }
 
   /**
-   * After a participant joined (its participant.joined is already in `out`): its role. A user
-   * back in the main room without a role no longer holds one in its breakout rooms.
+   * After a participant joined (its participant.joined is already in `out`): its role, and a mute
+   * held since it left. A user back in the main room without a role no longer holds one in its
+   * breakout rooms.
    */
   joined(
     room: LiveRoom,
@@ -201,6 +202,7 @@ export class RoomController {
     // In a breakout room the main room's host and co-hosts hold the host role's rights too.
     const mayHost = claims.isHost || (ctl.breakoutOf?.admins.includes(claims.userId) ?? false);
     assignJoinRole(room, ctl, p, { ...claims, isHost: mayHost }, this.emitter(out));
+    restoreHeldMute(ctl, claims.userId, this.emitter(out));
     if (!ctl.breakoutOf && !isAdmin(ctl, claims.userId)) revokeBreakoutAdmin(ctl, claims.userId);
     this.breakoutAdminsChanged(room, before, out, rooms);
   }
@@ -243,6 +245,7 @@ export class RoomController {
       ctl.spotlight = ctl.spotlight.filter((u) => present.has(u));
       emit('spotlight.changed', { userIds: ctl.spotlight, by: 'server' });
     }
+    holdMutes(ctl, present);
     ctl.media = ctl.media.filter((m) => present.has(m.userId));
     ctl.states = ctl.states.filter((s) => present.has(s.userId));
     ctl.quality = ctl.quality.filter((q) => present.has(q.userId));

@@ -88,7 +88,13 @@ export interface ControllerState {
     /** The main room's host and co-hosts: co-hosts here (host if none is present). */
     admins: string[];
   } | null;
+  /** Media state of the participants present. */
   media: SvcMediaState[];
+  /**
+   * Users who left while muted with self-unmute not allowed: they rejoin muted so, until a host
+   * lifts it (`media.unmute_all`), for the room instance's lifetime (like bans).
+   */
+  heldMutes?: string[];
   states: {
     userId: string;
     background: SvcBackgroundEffect;

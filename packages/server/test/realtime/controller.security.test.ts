@@ -5,8 +5,8 @@ import { type RealtimeServer, type RtClient, startRealtimeServer } from './rt-he
 
 /**
  * Permissions a modified client must not keep or gain through the room controller: breakout
- * admission and roles follow the main room's assignments and roles, and a forced mute outlives a
- * leave and rejoin.
+ * admission and roles follow the main room's assignments and roles, a forced mute outlives a
+ * leave and rejoin, and only the server's own pings measure a client's round trip.
  */
 for (const backend of BACKENDS) {
   describe(`room controller: revoked permissions (${backend.name})`, { timeout: 60_000 }, () => {
@@ -41,7 +41,7 @@ for (const backend of BACKENDS) {
       return { c, answer: await c.request('session.join') };
     };
     before(async () => {
-      s = await startRealtimeServer(backend);
+      s = await startRealtimeServer(backend, { env: { SVC_REALTIME_QUALITY_INTERVAL_MS: '100' } });
     });
     after(async () => {
       for (const c of open) c.ws.terminate();
@@ -146,6 +146,18 @@ for (const backend of BACKENDS) {
         false,
       );
       assert.equal((await third.request('media.update_self', unmute)).type, 'ack');
+    });
+
+    test('a pong the server did not ask for does not set the measured round trip', async () => {
+      const c = await connect(uniqueName('pong'), 'u');
+      await c.join();
+      // It claims to answer a ping sent at the epoch: a round trip of decades, score 1.
+      c.ws.pong('1');
+      const report = await c.waitType('network.quality', (f) =>
+        f.data.scores.some((q: { userId: string }) => q.userId === 'u'),
+      );
+      const mine = report.data.scores.find((q: { userId: string }) => q.userId === 'u');
+      assert.ok(mine.rttMs !== null && mine.rttMs < 1_000, JSON.stringify(mine));
     });
 
     test('breakout assignments name users in the room', async () => {

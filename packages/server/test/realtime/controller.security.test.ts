@@ -90,6 +90,21 @@ for (const backend of BACKENDS) {
       assert.equal(settings.code, 'host_required');
     });
 
+    test('a user promoted in the main room holds the role in its breakout room at once', async () => {
+      const main = await mainRoom('promoted', ['p1']);
+      const a = await main.request('breakout.create', { name: 'A', userIds: ['p1'] });
+      const inside = await joinBreakout(a.roomName, 'p1');
+      assert.equal(inside.answer.data.status, 'joined');
+      await inside.c.waitType('session.joined');
+      await main.request('role.promote', { userId: 'p1' });
+      const promoted = await inside.c.waitType('role.changed', (f) => f.data.userId === 'p1');
+      assert.deepEqual([promoted.data.role, promoted.data.reason], ['host', 'PROMOTED']);
+      assert.equal(
+        (await inside.c.request('room.update_settings', { waitingRoom: false })).type,
+        'ack',
+      );
+    });
+
     test('a co-host visiting a breakout room keeps its role there', async () => {
       const main = await mainRoom('visit', ['co', 'p1']);
       await main.request('role.promote', { userId: 'co' });

@@ -237,8 +237,10 @@ export function syncBreakoutRoles(
       reason: 'SUCCESSION',
     });
   }
+  // Only those who gained the role: a co-host demoted here by this room's host stays demoted.
+  const gained = admins.filter((u) => !previousAdmins.includes(u));
   for (const p of room.participants) {
-    if (!admins.includes(p.userId) || roleOf(ctl, p.userId) !== 'participant') continue;
+    if (!gained.includes(p.userId) || roleOf(ctl, p.userId) !== 'participant') continue;
     const role = ctl.hostUserId === null ? 'host' : 'cohost';
     if (role === 'host') ctl.hostUserId = p.userId;
     else ctl.coHosts.push(p.userId);

@@ -571,6 +571,15 @@ for (const backend of BACKENDS) {
       await untilState(a, (st) => st.media.some((m) => m.userId === 'a' && m.microphoneMuted));
       assert.equal(a.client.controller.isMicrophoneMuted(), true);
       await refused(a.client.controller.unmuteMicrophone(), 'self_unmute_not_allowed');
+      // Leaving and rejoining keeps the mute, in the rejoiner's snapshot and in the room's mirror.
+      await a.client.disconnect();
+      await untilState(host, (st) => !st.media.some((m) => m.userId === 'a'));
+      await a.client.connect(roomOptions(room, 'a'));
+      assert.equal(a.client.controller.isMicrophoneMuted(), true);
+      await refused(a.client.controller.unmuteMicrophone(), 'self_unmute_not_allowed');
+      await untilState(host, (st) =>
+        st.media.some((m) => m.userId === 'a' && m.microphoneMuted && !m.selfUnmuteAllowed),
+      );
       await host.client.controller.unmuteParticipant('a');
       await untilState(a, (st) => st.media.some((m) => m.userId === 'a' && m.selfUnmuteAllowed));
       await a.client.controller.unmuteMicrophone();

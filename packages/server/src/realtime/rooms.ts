@@ -19,6 +19,7 @@ import { iso } from '../clock.ts';
 import { ApiError, invalidField } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import type { RealtimeConfig } from './config.ts';
+import { breakoutAccess, pushBreakoutAccess } from './controller/breakout.ts';
 import {
   type ControllerAnswer,
   type ControllerRooms,
@@ -530,7 +531,9 @@ export class RoomService implements ControllerRooms {
 
   /** Joins (or queues) the token's user. A previous session of the same user is replaced. */
   async join(claims: RoomClaims, nodeId: string, connId: string): Promise<JoinResult> {
-    return this.store.withLock(claims.rid, async (tx): Promise<JoinResult> => {
+    // Work the join's commit leaves for after the lock (breakout rooms following a new host).
+    const after: (() => Promise<void>)[] = [];
+    const result = await this.store.withLock(claims.rid, async (tx): Promise<JoinResult> => {
       const room = await this.loadLive(tx, claims.projectId, claims.roomName, claims.rid);
       if (!room) return { kind: 'refused', code: 'room_not_found' };
       if (!claims.isHost && !claims.canJoinWithNoHost && !room.participants.some((p) => p.isHost)) {
@@ -581,7 +584,8 @@ export class RoomService implements ControllerRooms {
       room.participants = [...others, participant];
       room.emptySinceMs = null;
       const roles: HookOutput = { events: [], after: [] };
-      this.controller.joined(room, participant, claims, roles);
+      this.controller.joined(room, participant, claims, roles, this);
+      after.push(...roles.after);
       const joined = { participant: participantInfo(participant) };
       events.push({ type: 'participant.joined', data: joined }, ...roles.events);
       domain.push({ type: 'participant.joined', data: joined });
@@ -608,6 +612,8 @@ export class RoomService implements ControllerRooms {
         },
       };
     });
+    await this.runAfter(claims.rid, after);
+    return result;
   }
 
   /**
@@ -708,7 +714,7 @@ export class RoomService implements ControllerRooms {
       })),
       ...records,
     );
-    this.controller.left(room, leaving, out);
+    this.controller.left(room, leaving, out, this);
     return records;
   }
 
@@ -1041,7 +1047,20 @@ export class RoomService implements ControllerRooms {
       const ctl = controllerOf(room, this.cfg.controller);
       const base = link ?? ctl.breakoutOf;
       if (!base) return;
+      const previousAdmins = ctl.breakoutOf?.admins ?? [];
       ctl.breakoutOf = { ...base, allowed, admins };
+      const out: HookOutput = { events: [], after: [] };
+      this.controller.breakoutAccessChanged(room, previousAdmins, out);
+      await tx.commit(room, out.events, this.dueAt(room));
+    });
+  }
+
+  async syncBreakouts(mainRid: string) {
+    await this.store.withLock(mainRid, async (tx) => {
+      const room = await tx.load();
+      const ctl = room?.controller;
+      if (!room || !ctl || ctl.breakouts.length === 0) return;
+      await pushBreakoutAccess(this, breakoutAccess(ctl));
       await tx.commit(room, [], this.dueAt(room));
     });
   }

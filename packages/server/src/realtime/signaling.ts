@@ -117,6 +117,14 @@ class Connection {
   /** The last signaling round trip (ms) and when its pong came (for network quality). */
   rttMs: number | null = null;
   pongAtMs = 0;
+  /** The last ping sent (a random payload): only the pong echoing it counts as a round trip. */
+  ping: { payload: string; sentAtMs: number } | null = null;
+
+  /** Pings the socket; its pong measures the round trip. */
+  sendPing(nowMs: number) {
+    this.ping = { payload: randomBytes(9).toString('base64url'), sentAtMs: nowMs };
+    this.ws.ping(this.ping.payload);
+  }
 
   /** Whether the socket is corked until the end of this turn of the event loop. */
   corked = false;
@@ -234,10 +242,12 @@ export class SignalingHub {
     ws.on('message', (data, isBinary) => this.onFrame(conn, data, isBinary));
     ws.on('pong', (data) => {
       conn.alive = true;
-      const sentAt = Number(data.toString());
-      if (Number.isFinite(sentAt) && sentAt > 0) {
+      // A pong the client sends unasked (or twice) would let it choose its own round trip.
+      const ping = conn.ping;
+      if (ping && data.toString() === ping.payload) {
+        conn.ping = null;
         conn.pongAtMs = Date.now();
-        conn.rttMs = Math.max(0, conn.pongAtMs - sentAt);
+        conn.rttMs = Math.max(0, conn.pongAtMs - ping.sentAtMs);
       }
     });
     ws.on('close', (code) => void this.onClose(conn, code));
@@ -956,14 +966,14 @@ export class SignalingHub {
       }
       conn.alive = false;
       try {
-        conn.ws.ping(String(Date.now()));
+        conn.sendPing(Date.now());
       } catch {}
     }
   }
 
   /**
    * Network quality: reports each room's local participants' scores from the last round trip,
-   * then pings them again for the next period (the pong's payload carries the send time).
+   * then pings them again for the next period.
    */
   private async measureQuality() {
     if (this.closed) return;
@@ -979,7 +989,7 @@ export class SignalingHub {
           scores.push({ userId: conn.claims.userId, quality: qualityFromRtt(rttMs), rttMs });
         }
         try {
-          conn.ws.ping(String(now));
+          conn.sendPing(now);
         } catch {}
       }
       if (scores.length > 0) {

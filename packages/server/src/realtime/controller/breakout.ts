@@ -1,18 +1,76 @@
 import { MAX_BREAKOUT_ROOMS } from '@svc/protocol';
 import { ApiError } from '../../http/problem.ts';
 import { newId } from '../../ids.ts';
-import { type CommandContext, type CommandGroup, refuse } from './command.ts';
-import { type BreakoutEntry, type ClosedBreakout, isAdmin } from './state.ts';
+import { type CommandContext, type CommandGroup, type ControllerRooms, refuse } from './command.ts';
+import {
+  type BreakoutEntry,
+  type ClosedBreakout,
+  type ControllerState,
+  isAdmin,
+  participantByUser,
+} from './state.ts';
 
-const adminsOf = (ctx: Pick<CommandContext, 'ctl'>) => [
-  ...(ctx.ctl.hostUserId ? [ctx.ctl.hostUserId] : []),
-  ...ctx.ctl.coHosts,
-];
-
-/** Everyone a breakout room admits: its assigned users and the main room's host and co-hosts. */
-function allowedIn(ctx: Pick<CommandContext, 'ctl'>, b: BreakoutEntry) {
-  return [...new Set([...b.userIds, ...adminsOf(ctx)])];
+/**
+ * Who holds a role in the breakout rooms: the main room's host and co-hosts, and those who held the
+ * role when they left the main room for a breakout room (see `ControllerState.breakoutAdmins`).
+ */
+export function breakoutAdminsOf(ctl: ControllerState) {
+  const current = [...(ctl.hostUserId ? [ctl.hostUserId] : []), ...ctl.coHosts];
+  return [...new Set([...(ctl.breakoutAdmins ?? []), ...current])];
 }
+
+/** Takes a user's breakout-room role away (a demotion or a kick in the main room). */
+export function revokeBreakoutAdmin(ctl: ControllerState, userId: string) {
+  ctl.breakoutAdmins = (ctl.breakoutAdmins ?? []).filter((u) => u !== userId);
+}
+
+/** A breakout room's lists: who may join, and who holds a role there. */
+export interface BreakoutAccess {
+  rid: string;
+  allowed: string[];
+  admins: string[];
+}
+
+/**
+ * The lists of breakout rooms (all of them by default), derived from the main room's state. Call
+ * it inside the main room's commit: it records the current admins in `breakoutAdmins`.
+ */
+export function breakoutAccess(
+  ctl: ControllerState,
+  only: BreakoutEntry[] = ctl.breakouts,
+): BreakoutAccess[] {
+  const admins = breakoutAdminsOf(ctl);
+  ctl.breakoutAdmins = admins;
+  return only.map((b) => ({
+    rid: b.rid,
+    allowed: [...new Set([...b.userIds, ...admins])],
+    admins,
+  }));
+}
+
+/** Replaces the lists of breakout rooms; each demotes there whoever lost the role. */
+export async function pushBreakoutAccess(rooms: ControllerRooms, access: BreakoutAccess[]) {
+  await Promise.all(access.map((a) => rooms.setBreakoutAllowed(a.rid, a.allowed, a.admins)));
+}
+
+/**
+ * Brings breakout rooms (all by default) up to date with the main room's assignments and roles
+ * before the command's events go out: called under the main room's lock after every change of
+ * either, so no breakout room admits anyone or grants a role from a stale list.
+ */
+export async function syncBreakoutAccess(ctx: CommandContext, only?: BreakoutEntry[]) {
+  await pushBreakoutAccess(ctx.rooms, breakoutAccess(ctx.ctl, only));
+}
+
+/**
+ * Whether `userId` is in the main room for a breakout assignment: a participant of the main room,
+ * a user assigned to one of its breakout rooms, or an admin visiting them (both are there, not in
+ * the main room).
+ */
+const inMainRoom = (ctx: CommandContext, userId: string) =>
+  participantByUser(ctx.room, userId) !== undefined ||
+  ctx.ctl.breakouts.some((b) => b.userIds.includes(userId)) ||
+  breakoutAdminsOf(ctx.ctl).includes(userId);
 
 /** Tells every breakout room (its participants are there, not in the main room). */
 function toBreakouts(ctx: CommandContext, rooms: BreakoutEntry[], type: string, data: unknown) {
@@ -40,7 +98,7 @@ export const breakoutCommands: CommandGroup = {
       const id = newId('br', ctx.now);
       const roomName = `${ctx.room.roomName.slice(0, 96)}.br-${id.slice(-10).toLowerCase()}`;
       const assigned = [...new Set(userIds)];
-      for (const b of ctx.ctl.breakouts) b.userIds = b.userIds.filter((u) => !assigned.includes(u));
+      if (assigned.some((u) => !inMainRoom(ctx, u))) return refuse('participant_not_found');
       const entry: BreakoutEntry = {
         id,
         name,
@@ -49,13 +107,12 @@ export const breakoutCommands: CommandGroup = {
         closesAt: null,
         rid: '',
       };
-      entry.rid = await ctx.rooms.openBreakout(
-        ctx.room,
-        roomName,
-        id,
-        allowedIn(ctx, entry),
-        adminsOf(ctx),
-      );
+      const { allowed, admins } = breakoutAccess(ctx.ctl, [entry])[0]!;
+      entry.rid = await ctx.rooms.openBreakout(ctx.room, roomName, id, allowed, admins);
+      // Assigned users leave their former breakout rooms, which stop admitting them.
+      const left = ctx.ctl.breakouts.filter((b) => b.userIds.some((u) => assigned.includes(u)));
+      for (const b of left) b.userIds = b.userIds.filter((u) => !assigned.includes(u));
+      await syncBreakoutAccess(ctx, left);
       ctx.ctl.breakouts.push(entry);
       const { rid: _, ...breakout } = entry;
       ctx.emit('breakout.created', { breakout });
@@ -69,12 +126,13 @@ export const breakoutCommands: CommandGroup = {
       const target =
         breakoutId === null ? null : ctx.ctl.breakouts.find((b) => b.id === breakoutId);
       if (target === undefined) return refuse('breakout_not_found');
-      for (const b of ctx.ctl.breakouts) b.userIds = b.userIds.filter((u) => u !== userId);
-      if (target) {
-        target.userIds.push(userId);
-        // Before the event goes out: the moved client joins as soon as it hears of the move.
-        await ctx.rooms.setBreakoutAllowed(target.rid, allowedIn(ctx, target), adminsOf(ctx));
-      }
+      if (!inMainRoom(ctx, userId)) return refuse('participant_not_found');
+      const changed = ctx.ctl.breakouts.filter((b) => b === target || b.userIds.includes(userId));
+      for (const b of changed) b.userIds = b.userIds.filter((u) => u !== userId);
+      target?.userIds.push(userId);
+      // Before the event goes out: the moved client joins the target as soon as it hears of the
+      // move, and the rooms it was assigned to no longer admit it.
+      await syncBreakoutAccess(ctx, changed);
       const data = {
         userId,
         breakoutId,

@@ -51,8 +51,10 @@ export interface ControllerRooms {
     allowed: string[],
     admins: string[],
   ): Promise<string>;
-  /** Replaces who may join a breakout room. */
+  /** Replaces who may join a breakout room and who holds a role there (demoting who lost it). */
   setBreakoutAllowed(rid: string, allowed: string[], admins: string[]): Promise<void>;
+  /** Brings a main room's breakout rooms up to date with its roles, under the main room's lock. */
+  syncBreakouts(mainRid: string): Promise<void>;
   /** Appends an event to another room's log (no lock, no membership check). */
   appendEvent(rid: string, type: string, data: unknown): Promise<void>;
   /** Ends a room at once (its participants get `room.deleted`). */

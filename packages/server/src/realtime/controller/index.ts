@@ -9,7 +9,12 @@ import {
 import type { RealtimeDeps } from '../deps.ts';
 import type { LiveParticipant, LiveRoom, NewRoomEvent, RoomStore } from '../room-store.ts';
 import type { RoomClaims } from '../rooms.ts';
-import { breakoutCommands, closeDueBreakouts } from './breakout.ts';
+import {
+  breakoutAdminsOf,
+  breakoutCommands,
+  closeDueBreakouts,
+  revokeBreakoutAdmin,
+} from './breakout.ts';
 import { chatCommands } from './chat.ts';
 import type {
   Command,
@@ -22,11 +27,11 @@ import type {
 import type { ControllerConfig } from './config.ts';
 import { handCommands } from './hands.ts';
 import { cancelInvitationsOf, expireInvitations, invitationCommands } from './invitations.ts';
-import { type MediaModeration, mediaCommands } from './media.ts';
+import { holdMutes, type MediaModeration, mediaCommands, restoreHeldMute } from './media.ts';
 import { moderationCommands } from './moderation.ts';
 import { pollCommands, voterKey } from './polls.ts';
 import { ReactionBatcher, reactionCommands } from './reactions.ts';
-import { assignJoinRole, roleCommands, succeedHost } from './roles.ts';
+import { assignJoinRole, roleCommands, succeedHost, syncBreakoutRoles } from './roles.ts';
 import {
   type ControllerState,
   controllerOf,
@@ -180,17 +185,51 @@ export class RoomController {
     return { kind: 'wait' };
   }
 
-  /** After a participant joined (its participant.joined is already in `out`): its role. */
-  joined(room: LiveRoom, p: LiveParticipant, claims: RoomClaims, out: HookOutput) {
+  /**
+   * After a participant joined (its participant.joined is already in `out`): its role, and a mute
+   * held since it left. A user back in the main room without a role no longer holds one in its
+   * breakout rooms.
+   */
+  joined(
+    room: LiveRoom,
+    p: LiveParticipant,
+    claims: RoomClaims,
+    out: HookOutput,
+    rooms: ControllerRooms,
+  ) {
     const ctl = controllerOf(room, this.cfg);
+    const before = breakoutAdminsOf(ctl);
     // In a breakout room the main room's host and co-hosts hold the host role's rights too.
     const mayHost = claims.isHost || (ctl.breakoutOf?.admins.includes(claims.userId) ?? false);
     assignJoinRole(room, ctl, p, { ...claims, isHost: mayHost }, this.emitter(out));
+    restoreHeldMute(ctl, claims.userId, this.emitter(out));
+    if (!ctl.breakoutOf && !isAdmin(ctl, claims.userId)) revokeBreakoutAdmin(ctl, claims.userId);
+    this.breakoutAdminsChanged(room, before, out, rooms);
+  }
+
+  /** A breakout room's lists changed (`previousAdmins` before): roles there follow. */
+  breakoutAccessChanged(room: LiveRoom, previousAdmins: string[], out: HookOutput) {
+    syncBreakoutRoles(room, controllerOf(room, this.cfg), previousAdmins, this.emitter(out));
+  }
+
+  /** After a join or leave changed the main room's admins: its breakout rooms follow. */
+  private breakoutAdminsChanged(
+    room: LiveRoom,
+    before: string[],
+    out: HookOutput,
+    rooms: ControllerRooms,
+  ) {
+    const ctl = controllerOf(room, this.cfg);
+    const now = breakoutAdminsOf(ctl);
+    if (ctl.breakouts.length === 0) return;
+    if (now.length === before.length && now.every((u) => before.includes(u))) return;
+    out.after.push(() => rooms.syncBreakouts(room.rid));
   }
 
   /** After participants left for good (their participant.left is already in `out`). */
-  left(room: LiveRoom, leaving: LiveParticipant[], out: HookOutput) {
+  left(room: LiveRoom, leaving: LiveParticipant[], out: HookOutput, rooms: ControllerRooms) {
     const ctl = controllerOf(room, this.cfg);
+    const before = breakoutAdminsOf(ctl);
     const emit = this.emitter(out);
     const present = new Set(room.participants.map((p) => p.userId));
     const gone = leaving.map((p) => p.userId).filter((u) => !present.has(u));
@@ -206,10 +245,12 @@ export class RoomController {
       ctl.spotlight = ctl.spotlight.filter((u) => present.has(u));
       emit('spotlight.changed', { userIds: ctl.spotlight, by: 'server' });
     }
+    holdMutes(ctl, present);
     ctl.media = ctl.media.filter((m) => present.has(m.userId));
     ctl.states = ctl.states.filter((s) => present.has(s.userId));
     ctl.quality = ctl.quality.filter((q) => present.has(q.userId));
     succeedHost(room, ctl, gone, emit);
+    this.breakoutAdminsChanged(room, before, out, rooms);
     cancelInvitationsOf(this.hookContext(room, ctl, out), gone);
   }
 

@@ -1,5 +1,5 @@
-import { type CommandGroup, refuse } from './command.ts';
-import { mediaOf, participantByUser } from './state.ts';
+import { type CommandContext, type CommandGroup, refuse } from './command.ts';
+import { type ControllerState, mediaOf, participantByUser } from './state.ts';
 
 /**
  * What the media plane does for moderation to hold against a client that ignores it: mute (or
@@ -86,9 +86,35 @@ export function mediaCommands(engine: () => MediaModeration | null): CommandGrou
       who: 'host',
       run(ctx) {
         for (const m of ctx.ctl.media) m.selfUnmuteAllowed = true;
+        ctx.ctl.heldMutes = [];
         ctx.emit('media.all_unmute_requested', { by: ctx.claims.userId });
         return {};
       },
     },
   };
+}
+
+/**
+ * Keeps the moderation of users who left for good: a mute they may not lift themselves is held by
+ * user id, so leaving and rejoining (with any token) does not undo it.
+ */
+export function holdMutes(ctl: ControllerState, present: Set<string>) {
+  const held = ctl.media
+    .filter((m) => !present.has(m.userId) && m.microphoneMuted && !m.selfUnmuteAllowed)
+    .map((m) => m.userId);
+  if (held.length > 0) ctl.heldMutes = [...new Set([...(ctl.heldMutes ?? []), ...held])];
+}
+
+/** A user who left with a held mute rejoins muted, self-unmute not allowed; the room is told. */
+export function restoreHeldMute(
+  ctl: ControllerState,
+  userId: string,
+  emit: CommandContext['emit'],
+) {
+  if (!ctl.heldMutes?.includes(userId)) return;
+  ctl.heldMutes = ctl.heldMutes.filter((u) => u !== userId);
+  const m = mediaOf(ctl, userId);
+  m.microphoneMuted = true;
+  m.selfUnmuteAllowed = false;
+  emit('media.state_changed', { ...m, by: null });
 }

@@ -1,3 +1,4 @@
+import { revokeBreakoutAdmin, syncBreakoutAccess } from './breakout.ts';
 import { type CommandGroup, refuse } from './command.ts';
 import { participantByUser, roleOf } from './state.ts';
 
@@ -31,7 +32,7 @@ export const moderationCommands: CommandGroup = {
   'participant.kick': {
     kind: 'locked',
     who: 'admin',
-    run(ctx, { userId, reason }) {
+    async run(ctx, { userId, reason }) {
       const target = participantByUser(ctx.room, userId);
       if (!target) return refuse('participant_not_found');
       if (userId === ctx.claims.userId) return refuse('invalid_target', 'Leave instead.');
@@ -46,6 +47,10 @@ export const moderationCommands: CommandGroup = {
         by: ctx.claims.userId,
         ...(reason !== undefined ? { message: reason } : {}),
       });
+      // The ban holds in the breakout rooms too: they stop admitting the user.
+      revokeBreakoutAdmin(ctx.ctl, userId);
+      for (const b of ctx.ctl.breakouts) b.userIds = b.userIds.filter((u) => u !== userId);
+      await syncBreakoutAccess(ctx);
       return {};
     },
   },

@@ -1,6 +1,7 @@
 import type { SvcRoomRole } from '@svc/protocol';
 import type { LiveParticipant, LiveRoom } from '../room-store.ts';
 import type { RoomClaims } from '../rooms.ts';
+import { revokeBreakoutAdmin, syncBreakoutAccess } from './breakout.ts';
 import { type CommandContext, type CommandGroup, refuse } from './command.ts';
 import { type ControllerState, participantByUser, roleOf, syncHostFlags } from './state.ts';
 
@@ -35,7 +36,7 @@ export const roleCommands: CommandGroup = {
   'role.transfer_host': {
     kind: 'locked',
     who: 'host',
-    run(ctx, { userId }) {
+    async run(ctx, { userId }) {
       const target = participantByUser(ctx.room, userId);
       if (!target) return refuse('participant_not_found');
       if (userId === ctx.claims.userId)
@@ -61,13 +62,15 @@ export const roleCommands: CommandGroup = {
         by,
         reason: 'TRANSFER',
       });
+      // The main room's admins are admitted to (and co-hosts in) every breakout room.
+      await syncBreakoutAccess(ctx);
       return {};
     },
   },
   'role.promote': {
     kind: 'locked',
     who: 'host',
-    run(ctx, { userId }) {
+    async run(ctx, { userId }) {
       if (!participantByUser(ctx.room, userId)) return refuse('participant_not_found');
       const role = roleOf(ctx.ctl, userId);
       if (role === 'host') return refuse('invalid_target', 'The host cannot be made a co-host.');
@@ -80,25 +83,35 @@ export const roleCommands: CommandGroup = {
         by: ctx.claims.userId,
         reason: 'PROMOTED',
       });
+      // The main room's admins are admitted to (and co-hosts in) every breakout room.
+      await syncBreakoutAccess(ctx);
       return {};
     },
   },
   'role.demote': {
     kind: 'locked',
     who: 'host',
-    run(ctx, { userId }) {
-      if (!participantByUser(ctx.room, userId)) return refuse('participant_not_found');
-      const role = roleOf(ctx.ctl, userId);
+    async run(ctx, { userId }) {
+      const { ctl } = ctx;
+      // A co-host visiting a breakout room has left the main room but keeps the role there.
+      const visiting = ctl.breakoutAdmins?.includes(userId) ?? false;
+      if (!participantByUser(ctx.room, userId) && !visiting) return refuse('participant_not_found');
+      const role = roleOf(ctl, userId);
       if (role === 'host') return refuse('invalid_target', 'Transfer the host role instead.');
-      if (role === 'participant') return {};
-      ctx.ctl.coHosts = ctx.ctl.coHosts.filter((u) => u !== userId);
-      ctx.emit('role.changed', {
-        userId,
-        role: 'participant',
-        previousRole: 'cohost',
-        by: ctx.claims.userId,
-        reason: 'DEMOTED',
-      });
+      if (role === 'participant' && !visiting) return {};
+      ctl.coHosts = ctl.coHosts.filter((u) => u !== userId);
+      revokeBreakoutAdmin(ctl, userId);
+      if (role === 'cohost') {
+        ctx.emit('role.changed', {
+          userId,
+          role: 'participant',
+          previousRole: 'cohost',
+          by: ctx.claims.userId,
+          reason: 'DEMOTED',
+        });
+      }
+      // Breakout rooms stop admitting the user as an admin and demote it there.
+      await syncBreakoutAccess(ctx);
       return {};
     },
   },
@@ -178,6 +191,66 @@ export function succeedHost(
         reason: 'SUCCESSION',
       });
     }
+  }
+  syncHostFlags(room, ctl);
+}
+
+/**
+ * In a breakout room whose admin list changed (`previousAdmins` before): whoever lost the main
+ * room's role loses its role here (`DEMOTED`, `by: null`); when that was the host, the co-host
+ * present longest becomes host; present users who gained the role become co-hosts (host when the
+ * room has none).
+ */
+export function syncBreakoutRoles(
+  room: LiveRoom,
+  ctl: ControllerState,
+  previousAdmins: string[],
+  emit: Emit,
+) {
+  const admins = ctl.breakoutOf?.admins ?? [];
+  let hostDemoted = false;
+  for (const userId of previousAdmins.filter((u) => !admins.includes(u))) {
+    const role = roleOf(ctl, userId);
+    if (role === 'participant') continue;
+    if (role === 'host') {
+      ctl.hostUserId = null;
+      hostDemoted = true;
+    }
+    ctl.coHosts = ctl.coHosts.filter((u) => u !== userId);
+    emit('role.changed', {
+      userId,
+      role: 'participant',
+      previousRole: role,
+      by: null,
+      reason: 'DEMOTED',
+    });
+  }
+  const next = hostDemoted && room.participants.find((p) => ctl.coHosts.includes(p.userId));
+  if (next) {
+    ctl.hostUserId = next.userId;
+    ctl.coHosts = ctl.coHosts.filter((u) => u !== next.userId);
+    emit('role.changed', {
+      userId: next.userId,
+      role: 'host',
+      previousRole: 'cohost',
+      by: null,
+      reason: 'SUCCESSION',
+    });
+  }
+  // Only those who gained the role: a co-host demoted here by this room's host stays demoted.
+  const gained = admins.filter((u) => !previousAdmins.includes(u));
+  for (const p of room.participants) {
+    if (!gained.includes(p.userId) || roleOf(ctl, p.userId) !== 'participant') continue;
+    const role = ctl.hostUserId === null ? 'host' : 'cohost';
+    if (role === 'host') ctl.hostUserId = p.userId;
+    else ctl.coHosts.push(p.userId);
+    emit('role.changed', {
+      userId: p.userId,
+      role,
+      previousRole: 'participant',
+      by: null,
+      reason: 'PROMOTED',
+    });
   }
   syncHostFlags(room, ctl);
 }

@@ -71,6 +71,12 @@ export interface ControllerState {
   admitted: string[];
   invitations: SvcInvitation[];
   breakouts: BreakoutEntry[];
+  /**
+   * Users the main room made host or co-host, whom its breakout rooms admit and make co-hosts. Kept
+   * when they leave the main room (a visit to a breakout room is a leave); a demotion, a kick, or a
+   * return to the main room without the role takes them out.
+   */
+  breakoutAdmins?: string[];
   /** Closed breakout rooms still to delete, retried by the sweeper until their delete succeeds. */
   closed?: ClosedBreakout[];
   /** In a breakout room: the main room, and who may join (assigned users and main-room admins). */
@@ -82,7 +88,13 @@ export interface ControllerState {
     /** The main room's host and co-hosts: co-hosts here (host if none is present). */
     admins: string[];
   } | null;
+  /** Media state of the participants present. */
   media: SvcMediaState[];
+  /**
+   * Users who left while muted with self-unmute not allowed: they rejoin muted so, until a host
+   * lifts it (`media.unmute_all`), for the room instance's lifetime (like bans).
+   */
+  heldMutes?: string[];
   states: {
     userId: string;
     background: SvcBackgroundEffect;

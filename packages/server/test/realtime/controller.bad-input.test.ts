@@ -2,24 +2,19 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { CONTROLLER_REQUEST_TYPES } from '@svc/protocol';
 import { BACKENDS, uniqueName } from '../helpers.ts';
-import { type RealtimeServer, type RtClient, startRealtimeServer } from './rt-helpers.ts';
+import { type RealtimeServer, startRealtimeServer, trackedConnect } from './rt-helpers.ts';
 
 for (const backend of BACKENDS) {
   describe(`room controller: bad input and wire rules (${backend.name})`, {
     timeout: 60_000,
   }, () => {
     let s: RealtimeServer;
-    const open: RtClient[] = [];
-    const connect = async (room: string, userId: string, extra?: Record<string, unknown>) => {
-      const c = await s.connect(room, userId, extra);
-      open.push(c);
-      return c;
-    };
+    const { connect, terminateAll } = trackedConnect(() => s);
     before(async () => {
       s = await startRealtimeServer(backend);
     });
     after(async () => {
-      for (const c of open) c.ws.terminate();
+      terminateAll();
       await s.close();
     });
 

@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { BACKENDS, uniqueName } from '../helpers.ts';
-import { type RealtimeServer, type RtClient, startRealtimeServer } from './rt-helpers.ts';
+import {
+  type RealtimeServer,
+  type RtClient,
+  startRealtimeServer,
+  trackedConnect,
+} from './rt-helpers.ts';
 
 /**
  * Permissions a modified client must not keep or gain through the room controller: breakout
@@ -11,12 +16,7 @@ import { type RealtimeServer, type RtClient, startRealtimeServer } from './rt-he
 for (const backend of BACKENDS) {
   describe(`room controller: revoked permissions (${backend.name})`, { timeout: 60_000 }, () => {
     let s: RealtimeServer;
-    const open: RtClient[] = [];
-    const connect = async (room: string, userId: string, extra?: Record<string, unknown>) => {
-      const c = await s.connect(room, userId, extra);
-      open.push(c);
-      return c;
-    };
+    const { connect, terminateAll } = trackedConnect(() => s);
     const asHost = { participant: { isHost: true } };
     /** A main room with its host and the given participants joined. */
     const mainRoom = async (prefix: string, users: string[]) => {
@@ -44,7 +44,7 @@ for (const backend of BACKENDS) {
       s = await startRealtimeServer(backend, { env: { SVC_REALTIME_QUALITY_INTERVAL_MS: '100' } });
     });
     after(async () => {
-      for (const c of open) c.ws.terminate();
+      terminateAll();
       await s.close();
     });
 

@@ -7,6 +7,23 @@ import {
   type TestServerOptions,
 } from '../helpers.ts';
 
+/**
+ * A `connect` for a test block that keeps its clients, and `terminateAll` to end them before the
+ * server closes.
+ */
+export function trackedConnect(server: () => RealtimeServer) {
+  const open: RtClient[] = [];
+  const connect = async (room: string, userId: string, extra?: Record<string, unknown>) => {
+    const c = await server().connect(room, userId, extra);
+    open.push(c);
+    return c;
+  };
+  const terminateAll = () => {
+    for (const c of open) c.ws.terminate();
+  };
+  return { connect, terminateAll };
+}
+
 /** Small timers, so grace periods and empty timeouts pass in tests without sleeps. */
 export const FAST_ENV: Record<string, string> = {
   SVC_REALTIME_SWEEP_INTERVAL_MS: '20',

@@ -21,6 +21,7 @@ import { newId } from '../ids.ts';
 import type { RealtimeConfig } from './config.ts';
 import { breakoutAccess, pushBreakoutAccess } from './controller/breakout.ts';
 import {
+  type ConnRef,
   type ControllerAnswer,
   type ControllerRooms,
   type HookOutput,
@@ -79,7 +80,12 @@ const NO_MEDIA: MediaSnapshotBuilder = () => ({
 
 export type JoinResult =
   | { kind: 'joined'; snapshot: RoomSnapshot; lastSeq: number; sid: string }
-  | { kind: 'waiting'; reason: 'NO_HOST' | 'APPROVAL' }
+  | {
+      kind: 'waiting';
+      reason: 'NO_HOST' | 'APPROVAL';
+      /** The same user's earlier waiting connection, which this one replaced (to be ended). */
+      replaced?: ConnRef | null;
+    }
   | { kind: 'refused'; code: 'room_not_found' | 'room_full' | 'banned' | 'breakout_not_assigned' };
 
 export type ResumeResult =
@@ -541,11 +547,17 @@ export class RoomService implements ControllerRooms {
       }
       const previous = room.participants.find((p) => p.userId === claims.userId);
       const out: HookOutput = { events: [], after: [] };
-      const admission = this.controller.admit(room, claims, previous !== undefined, connId, out);
+      const admission = this.controller.admit(
+        room,
+        claims,
+        previous !== undefined,
+        { nodeId, connId },
+        out,
+      );
       if (admission.kind === 'refuse') return { kind: 'refused', code: admission.code };
       if (admission.kind === 'wait') {
         await tx.commit(room, out.events, this.dueAt(room));
-        return { kind: 'waiting', reason: 'APPROVAL' };
+        return { kind: 'waiting', reason: 'APPROVAL', replaced: admission.replaced };
       }
       const others = room.participants.filter((p) => p !== previous);
       if (others.length >= room.maxParticipants) return { kind: 'refused', code: 'room_full' };

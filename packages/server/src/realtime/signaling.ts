@@ -589,6 +589,7 @@ export class SignalingHub {
     }
     this.clearTimer(conn);
     if (result.kind === 'waiting') {
+      if (result.replaced) this.replace(conn.claims!.rid, result.replaced);
       if (conn.state === 'waiting' && conn.waitingFor === result.reason) return;
       const wasWaiting = conn.state === 'waiting';
       conn.state = 'waiting';
@@ -891,8 +892,9 @@ export class SignalingHub {
   }
 
   /**
-   * Ends the socket that held a session until it resumed on another socket, on whichever node
-   * holds it, as a replaced session is ended (4006: that client must not resume it back).
+   * Ends the socket that held a session until it resumed on another socket (or that waited for
+   * approval until a newer connection of its user took its place), on whichever node holds it,
+   * as a replaced session is ended (4006: that client must not come back on it).
    */
   private replace(rid: string, old: { nodeId: string; connId: string }) {
     if (old.nodeId === this.nodeId) return this.endReplaced(rid, old.connId);
@@ -903,7 +905,7 @@ export class SignalingHub {
 
   private endReplaced(rid: string, connId: string) {
     for (const conn of this.followers.get(rid)?.conns ?? []) {
-      if (conn.id === connId && conn.state === 'joined') {
+      if (conn.id === connId && (conn.state === 'joined' || conn.state === 'waiting')) {
         void this.endSession(
           conn,
           'DUPLICATE_IDENTITY',

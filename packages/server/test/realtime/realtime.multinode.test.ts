@@ -225,6 +225,27 @@ describe('realtime across two server processes (postgres+redis)', { skip: !multi
     }
   });
 
+  test('a second waiting connection of a user on the other node replaces the first (4006)', async () => {
+    const h = await connect(n1, 'mn-wait2', 'host', { participant: { isHost: true } });
+    await h.join();
+    assert.equal((await h.request('room.update_settings', { waitingRoom: true })).type, 'ack');
+    const first = await connect(n1, 'mn-wait2', 'guest');
+    assert.equal((await first.request('session.join')).data.status, 'waiting');
+    await h.waitType('waiting.joined');
+    const second = await connect(n2, 'mn-wait2', 'guest');
+    assert.equal((await second.request('session.join')).data.status, 'waiting');
+    // The earlier connection does not keep waiting on an entry that is no longer its own.
+    const closed = await first.waitType('session.closed');
+    assert.equal(closed.data.reason, 'DUPLICATE_IDENTITY');
+    assert.equal((await first.closed).code, 4006);
+    assert.equal((await h.request('waiting.approve', { userId: 'guest' })).type, 'ack');
+    await second.waitType('session.admitted');
+    const snap = await second.waitType('session.joined');
+    assert.deepEqual(snap.data.participants.map((p: any) => p.userId).sort(), ['guest', 'host']);
+    assert.equal(h.events('waiting.joined').length, 1);
+    assert.equal(h.events('waiting.left').length, 0);
+  });
+
   test('a guest waiting on one node is admitted when the host joins on the other', async () => {
     const g = await connect(n1, 'mn-4', 'guest', { canJoinWithNoHost: false });
     assert.equal((await g.request('session.join')).data.status, 'waiting');

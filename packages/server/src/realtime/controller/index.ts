@@ -56,9 +56,16 @@ export interface HookOutput {
   after: (() => Promise<void>)[];
 }
 
+/** A connection on a node (a waiting connection that a newer one replaced). */
+export interface ConnRef {
+  nodeId: string;
+  connId: string;
+}
+
 export type Admission =
   | { kind: 'join' }
-  | { kind: 'wait' }
+  /** `replaced`: the same user's earlier waiting connection, which the caller must end. */
+  | { kind: 'wait'; replaced: ConnRef | null }
   | { kind: 'refuse'; code: 'banned' | 'breakout_not_assigned' };
 
 /**
@@ -136,12 +143,16 @@ export class RoomController {
 
   // ---- Hooks inside the rooms service's commits ---------------------------------------------
 
-  /** Whether the token's user may join now, must wait for approval, or is refused. */
+  /**
+   * Whether the token's user may join now, must wait for approval, or is refused. One connection
+   * per user waits: a newer one (`conn`, on any node) takes over the entry and the earlier one is
+   * returned as `replaced`, so that it does not wait on an entry nobody can approve any more.
+   */
   admit(
     room: LiveRoom,
     claims: RoomClaims,
     rejoining: boolean,
-    connId: string,
+    conn: ConnRef,
     out: HookOutput,
   ): Admission {
     const ctl = controllerOf(room, this.cfg);
@@ -168,8 +179,12 @@ export class RoomController {
     }
     const existing = ctl.waiting.find((w) => w.userId === claims.userId);
     if (existing) {
-      existing.connId = connId;
-      return { kind: 'wait' };
+      const replaced =
+        existing.connId !== conn.connId && existing.nodeId !== undefined
+          ? { nodeId: existing.nodeId, connId: existing.connId }
+          : null;
+      Object.assign(existing, conn);
+      return { kind: 'wait', replaced };
     }
     const entry = {
       userId: claims.userId,
@@ -177,12 +192,12 @@ export class RoomController {
       ...(claims.avatarUrl !== undefined ? { avatarUrl: claims.avatarUrl } : {}),
       since: now,
       timeoutAtMs: now + this.cfg.waitingTimeoutMs,
-      connId,
+      ...conn,
     };
     ctl.waiting.push(entry);
-    const { timeoutAtMs: _t, connId: _c, ...participant } = entry;
+    const { timeoutAtMs: _t, connId: _c, nodeId: _n, ...participant } = entry;
     out.events.push({ type: 'waiting.joined', data: { participant } });
-    return { kind: 'wait' };
+    return { kind: 'wait', replaced: null };
   }
 
   /**

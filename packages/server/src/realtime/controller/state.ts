@@ -35,6 +35,8 @@ export interface WaitingEntry extends SvcWaitingParticipant {
   timeoutAtMs: number;
   /** The waiting connection (a newer one of the same user replaces it). */
   connId: string;
+  /** The node holding that connection (absent in entries stored before nodes were recorded). */
+  nodeId?: string;
 }
 
 /** Breakout rooms of a main room (the main room keeps the list and the assignments). */
@@ -220,7 +222,7 @@ export function controllerSnapshot(
     typing: ctl.typing.map(({ userId, expiresAt }) => ({ userId, expiresAt })),
     chat,
     polls: ctl.polls.map((p) => pollView(p, viewer, voterKey(p))),
-    waiting: ctl.waiting.map(({ timeoutAtMs: _t, connId: _c, ...w }) => w),
+    waiting: ctl.waiting.map(({ timeoutAtMs: _t, connId: _c, nodeId: _n, ...w }) => w),
     invitations: ctl.invitations,
     breakouts: ctl.breakouts.map(({ rid: _, ...b }) => b),
     breakoutOf: ctl.breakoutOf

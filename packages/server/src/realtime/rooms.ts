@@ -19,7 +19,7 @@ import { iso } from '../clock.ts';
 import { ApiError, invalidField } from '../http/problem.ts';
 import { newId } from '../ids.ts';
 import type { RealtimeConfig } from './config.ts';
-import { breakoutAccess, pushBreakoutAccess } from './controller/breakout.ts';
+import { breakoutAccess, breakoutRoomNames, pushBreakoutAccess } from './controller/breakout.ts';
 import {
   type ConnRef,
   type ControllerAnswer,
@@ -483,9 +483,10 @@ export class RoomService implements ControllerRooms {
   }
 
   /**
-   * Ends the room at once: everyone is disconnected with ROOM_DELETED. Idempotent, and safe to
-   * retry: the record ends first, so a delete whose shared-state commit failed (Redis gone
-   * mid-lock) leaves an ENDED record over a live room, which the next delete ends.
+   * Ends the room at once: everyone is disconnected with ROOM_DELETED, and so is everyone in its
+   * breakout rooms, which end with it. Idempotent, and safe to retry: the breakout rooms end
+   * first and then the record, so a delete that failed part way (Redis gone mid-lock) leaves a
+   * live room, or an ENDED record over a live room, which the next delete ends.
    */
   async deleteRoom(projectId: string, roomName: string) {
     const row = await this.getRecord(projectId, roomName);
@@ -495,6 +496,13 @@ export class RoomService implements ControllerRooms {
     await this.store.withLock(row.room_id, async (tx) => {
       const room = (await tx.load()) ?? (ended ? null : liveFromRow(row, this.now));
       if (!room) return;
+      // Under the main room's lock (the order every breakout command takes locks in): no
+      // breakout room is created meanwhile, and none outlives its main room.
+      for (const name of breakoutRoomNames(room.controller)) {
+        await this.deleteRoom(projectId, name).catch((err: unknown) => {
+          if (!(err instanceof ApiError && err.code === 'room_not_found')) throw err;
+        });
+      }
       if (!ended) await this.endRecord(row.room_id, 'DELETED');
       const domain: DomainRecord[] = room.participants.map((p) => ({
         type: 'participant.left',

@@ -246,6 +246,25 @@ describe('realtime across two server processes (postgres+redis)', { skip: !multi
     assert.equal(h.events('waiting.left').length, 0);
   });
 
+  test('DELETE of a main room on one node ends its breakout rooms on the other', async () => {
+    const h = await connect(n1, 'mn-brdel', 'host', { participant: { isHost: true } });
+    await h.join();
+    const u = await connect(n2, 'mn-brdel', 'u');
+    await u.join();
+    const created = await h.request('breakout.create', { name: 'B', userIds: ['u'] });
+    assert.equal(created.type, 'ack', JSON.stringify(created));
+    const inBreakout = await connect(n2, created.data.roomName, 'u');
+    await inBreakout.join();
+    assert.equal((await call(n1, 'DELETE', '/v1/realtime/rooms/mn-brdel')).status, 204);
+    for (const cl of [h, inBreakout]) {
+      const closed = await cl.waitType('session.closed');
+      assert.equal(closed.data.reason, 'ROOM_DELETED');
+      assert.equal((await cl.closed).code, 4007);
+    }
+    const info = await call(n2, 'GET', `/v1/realtime/rooms/${created.data.roomName}`);
+    assert.equal(info.body.status, 'ENDED');
+  });
+
   test('a guest waiting on one node is admitted when the host joins on the other', async () => {
     const g = await connect(n1, 'mn-4', 'guest', { canJoinWithNoHost: false });
     assert.equal((await g.request('session.join')).data.status, 'waiting');

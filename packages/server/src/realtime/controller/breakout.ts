@@ -24,6 +24,12 @@ export function revokeBreakoutAdmin(ctl: ControllerState, userId: string) {
   ctl.breakoutAdmins = (ctl.breakoutAdmins ?? []).filter((u) => u !== userId);
 }
 
+/** The names of a main room's breakout rooms: the open ones and the closed ones not yet deleted. */
+export function breakoutRoomNames(ctl: ControllerState | undefined): string[] {
+  if (!ctl) return [];
+  return [...ctl.breakouts.map((b) => b.roomName), ...(ctl.closed ?? []).map((c) => c.roomName)];
+}
+
 /** A breakout room's lists: who may join, and who holds a role there. */
 export interface BreakoutAccess {
   rid: string;

@@ -103,6 +103,8 @@ const RECONNECT_CLOSE_CODES: ReadonlySet<number> = new Set([
   CLOSE_CODES.GOING_AWAY,
   1005,
   1006,
+  // A text frame that is not UTF-8 (closed by the WebSocket layer, like a frame too big).
+  1007,
   CLOSE_CODES.MESSAGE_TOO_BIG,
   CLOSE_CODES.INTERNAL_ERROR,
   1012,

@@ -173,6 +173,37 @@ for (const backend of BACKENDS) {
       assert.equal(erin.sockets.length, 1, 'no socket opened while offline');
     });
 
+    test('a close for a frame too big (1009) or not UTF-8 (1007) reconnects and resumes', async () => {
+      const roomName = uniqueName('fault');
+      const gina = newClient({ reconnect: { initialDelayMs: 20 } });
+      const ginaRoom = await gina.connect(roomOptions(roomName, 'gina'));
+      const sid = ginaRoom.localParticipant.sid;
+      const faults: [number, () => void][] = [
+        [
+          1009,
+          () =>
+            gina.socket.send(
+              JSON.stringify({ id: 'big', type: 'ping', data: { pad: 'x'.repeat(70_000) } }),
+            ),
+        ],
+        // ws sends a Buffer as is: a text frame that is not UTF-8.
+        [1007, () => gina.socket.send(Buffer.from([0x7b, 0xff, 0xfe, 0x7d]), { binary: false })],
+      ];
+      for (const [code, fault] of faults) {
+        const socket = gina.socket;
+        const closed = new Promise<number>((resolve) => socket.once('close', resolve));
+        const reconnected = gina.of('reconnected').length;
+        fault();
+        assert.equal(await closed, code);
+        await gina.waitFor('reconnected', () => gina.of('reconnected').length > reconnected);
+        assert.notEqual(gina.socket, socket);
+        assert.deepEqual(gina.states().slice(-3), ['CONNECTED', 'RECONNECTING', 'CONNECTED']);
+        assert.equal(gina.client.room, ginaRoom);
+        assert.equal(ginaRoom.localParticipant.sid, sid, `resumed after ${code}, not rejoined`);
+      }
+      assert.equal(gina.of('disconnected').length, 0);
+    });
+
     test('the client heartbeat notices a silent server and reconnects', async () => {
       const roomName = uniqueName('heartbeat');
       const frank = newClient({

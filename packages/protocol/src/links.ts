@@ -19,8 +19,11 @@ export const LINK_DEFAULT_REFERRER_WINDOW_SECONDS = 7 * 24 * 3600;
 const HostName = Type.String({
   minLength: 1,
   maxLength: 253,
-  pattern: '^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*(:[0-9]{1,5})?$',
-  description: 'A lower-case host name, optionally with a port (`go.example.com`)',
+  // The port, when given, is 1–65535 without leading zeros.
+  pattern:
+    '^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*' +
+    '(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?$',
+  description: 'A lower-case host name, optionally with a port 1–65535 (`go.example.com:8443`)',
 });
 const PackageName = Type.String({
   minLength: 3,

@@ -352,7 +352,11 @@ export class SignalingHub {
         conn.earlyRefused.push(isBinary ? undefined : requestId(raw));
       return;
     }
-    if (!this.takeToken(conn)) return;
+    if (!this.takeToken(conn)) {
+      // Refused unparsed but for its id: §2 answers every request with its own id.
+      this.rateLimited(conn, isBinary ? undefined : requestId(raw));
+      return;
+    }
     const request = this.parse(conn, raw, isBinary);
     if (!request) return;
     conn.queue = conn.queue
@@ -367,6 +371,7 @@ export class SignalingHub {
       });
   }
 
+  /** Takes one token from the connection's bucket; false when the frame is over the limit. */
   private takeToken(conn: Connection) {
     const now = this.svc.clock.now();
     conn.tokens = Math.min(
@@ -379,7 +384,6 @@ export class SignalingHub {
       conn.refusedStreak = 0;
       return true;
     }
-    this.rateLimited(conn, undefined);
     return false;
   }
 

@@ -46,8 +46,22 @@ export function addressAllowed(ip: string, allowPrivate: boolean): boolean {
   return allowPrivate && PRIVATE_RANGES.has(range);
 }
 
-/** Parses an endpoint URL: absolute http(s), a host, no credentials. Null when unusable. */
+// The URL parser drops tabs and line breaks and trims spaces and controls silently, so the URL
+// stored would not be the one given: a URL containing any is refused instead.
+function hasWhitespaceOrControl(raw: string) {
+  for (let i = 0; i < raw.length; i++) {
+    const c = raw.charCodeAt(i);
+    if (c <= 0x20 || (c >= 0x7f && c <= 0x9f)) return true;
+  }
+  return false;
+}
+
+/**
+ * Parses an endpoint URL: absolute http(s), a host, a port 1–65535 if any, no credentials, no
+ * whitespace or control characters. Null when unusable.
+ */
 export function parseWebhookUrl(raw: string): URL | null {
+  if (hasWhitespaceOrControl(raw)) return null;
   let url: URL;
   try {
     url = new URL(raw);
@@ -56,6 +70,8 @@ export function parseWebhookUrl(raw: string): URL | null {
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return null;
   if (!url.hostname || url.username || url.password) return null;
+  // The parser refuses ports over 65535 but keeps port 0, on which nothing can be reached.
+  if (url.port === '0') return null;
   return url;
 }
 

@@ -550,6 +550,11 @@ for (const backend of BACKENDS) {
       for (const bad of [
         { domains: ['Not A Host'] },
         { domains: ['https://go.example.com'] },
+        // A port outside 1–65535 is no port a link can be served on.
+        { domains: ['a.com:99999'] },
+        { domains: ['a.com:65536'] },
+        { domains: ['a.com:0'] },
+        { domains: ['a.com:080'] },
         {
           android: [
             {
@@ -589,6 +594,20 @@ for (const backend of BACKENDS) {
           .statusCode,
         200,
       );
+      for (const port of ['1', '8443', '65535']) {
+        assert.equal(
+          (
+            await patch(
+              { domains: [`go.port.test:${port}`] },
+              (
+                await s.admin('POST', '/projects', { name: `port${port}` })
+              ).id,
+            )
+          ).statusCode,
+          200,
+          port,
+        );
+      }
       const other = await s.admin('POST', '/projects', { name: 'squatter' });
       refused(await patch({ domains: ['go.mine.test'] }, other.id), 409, 'domain_taken');
       assert.equal((await patch({ android: [ANDROID_APP], ios: [IOS_APP] })).statusCode, 200);

@@ -158,6 +158,21 @@ for (const backend of BACKENDS) {
       assert.equal(parts.body.items.length, 0);
     });
 
+    test('a request refused rate_limited is answered with its id', async () => {
+      const c = await joined('bad-5-ids');
+      // 60 pings in a row exceed the burst of 40 but not the 100 refused in a row that close.
+      const ids = Array.from({ length: 60 }, (_, i) => `r${i}`);
+      for (const id of ids) c.send({ id, type: 'ping' });
+      await c.wait(() => ids.every((id) => c.frames.some((f) => f.id === id)));
+      for (const id of ids) {
+        const answers = c.frames.filter((f) => f.id === id);
+        assert.equal(answers.length, 1, `${id}: ${JSON.stringify(answers)}`);
+      }
+      const refused = c.frames.filter((f) => f.type === 'error');
+      assert.ok(refused.length > 0, 'some pings were over the limit');
+      for (const f of refused) assert.equal(f.code, 'rate_limited');
+    });
+
     test('a stream of garbage closes with 4400', async () => {
       const c = await joined('bad-6');
       for (let i = 0; i < 25; i++) c.send(`garbage ${i}`);

@@ -87,6 +87,13 @@ for (const backend of BACKENDS) {
         ['ftp://example.com/hook', 'invalid_webhook_url'],
         ['http://user:pw@example.com/hook', 'invalid_webhook_url'],
         ['not a url at all', 'invalid_webhook_url'],
+        // Port 0 reaches nothing; the URL parser keeps it.
+        ['http://8.8.8.8:0/', 'invalid_webhook_url'],
+        // The URL parser drops these silently: the URL stored would not be the one given.
+        ['http://8.8.8.8/\r\nx', 'invalid_webhook_url'],
+        ['http://8.8.8.8/\tx', 'invalid_webhook_url'],
+        ['http://8.8.8.8/ x', 'invalid_webhook_url'],
+        [' http://8.8.8.8/', 'invalid_webhook_url'],
       ];
       for (const [url, code] of refused) {
         const res = await call('POST', base(), { url });

@@ -970,8 +970,8 @@ public class SvcClient internal constructor(
 
         /** Close codes after which the client reconnects (resume); every other close ends the session. */
         val RECONNECT_CLOSE_CODES = setOf(
-            CloseCodes.GOING_AWAY, 1005, SignalChannel.ABNORMAL, CloseCodes.MESSAGE_TOO_BIG, CloseCodes.INTERNAL_ERROR,
-            1012, 1013, CloseCodes.TIMEOUT, CloseCodes.FLOOD,
+            CloseCodes.GOING_AWAY, 1005, SignalChannel.ABNORMAL, CloseCodes.INVALID_PAYLOAD, CloseCodes.MESSAGE_TOO_BIG,
+            CloseCodes.INTERNAL_ERROR, 1012, 1013, CloseCodes.TIMEOUT, CloseCodes.FLOOD,
         )
 
         /** Close code → leave reason, when the server closed without a `session.closed` frame. */

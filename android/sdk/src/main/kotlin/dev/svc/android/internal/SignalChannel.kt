@@ -251,6 +251,9 @@ internal class SignalChannel(
 internal object CloseCodes {
     const val NORMAL = 1000
     const val GOING_AWAY = 1001
+
+    /** A text frame that is not UTF-8 (closed by the WebSocket layer, like [MESSAGE_TOO_BIG]). */
+    const val INVALID_PAYLOAD = 1007
     const val MESSAGE_TOO_BIG = 1009
     const val INTERNAL_ERROR = 1011
     const val TOKEN_INVALID = 4001
